@@ -1,0 +1,5 @@
+import sys
+
+from evaluator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,134 @@
+"""From the ranks' raw reports to the result document (evaluator/results.py). Every statistic is
+computed here, in the parent, out of the solution's reach."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from datetime import datetime, timezone
+from typing import Any
+
+from evaluator import RESULT_SCHEMA, results
+from evaluator.roofline import profile, profiles, roofline
+
+GPU_PROFILES = {"H200": "h200", "H100": "h100", "B200": "b200"}
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="seconds")
+
+
+def detect_profile(gpu_name: str | None) -> str | None:
+    for marker, key in GPU_PROFILES.items():
+        if gpu_name and marker in gpu_name:
+            return key
+    return None
+
+
+def driver_version() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _log_tail(ranks) -> str:
+    per_rank = results.LOG_TAIL_CHARS // max(1, len(ranks))
+    parts = []
+    for r in ranks:
+        text = r.log_text
+        if text.strip():
+            parts.append(f"== rank {r.rank} ==\n{results.tail(text, per_rank)}")
+    return "\n".join(parts)
+
+
+def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
+    """(status, reason, failing rank, detail) from every rank's report and exit."""
+    from evaluator.launch import exit_description
+
+    if outcome["tampered"]:
+        return "rejected", outcome["tampered"], None, ""
+    finals = [r for r in ranks if r.final]
+    failing = [r.final for r in finals if r.final.get("status") != "correct"]
+    if failing:
+        first = min(failing, key=lambda f: (f.get("origin", f["rank"]) != f["rank"], f.get("origin", f["rank"])))
+        origin = first.get("origin", first["rank"])
+        return first["status"], f"rank {origin}: {first.get('reason', '')}", origin, first.get("detail", "")
+    crashed = [r for r in ranks if r.final is None and r.exit_code is not None]
+    if crashed:
+        r = crashed[0]
+        return "runtime_error", f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
+    missing = [r for r in ranks if r.final is None]
+    if missing:
+        stuck = ", ".join(f"rank {r.rank}" for r in missing)
+        reason = f"time limit reached; {stuck} did not finish (last stage: {missing[0].last_stage}); a hang or deadlock"
+        return "timeout", reason, missing[0].rank, ""
+    return "correct", "", None, ""
+
+
+def _shape_entry(shape: dict, ranks, status: str, spec, req, hw_key: str | None, meaningful: bool) -> dict:
+    reports = []
+    for r in ranks:
+        rows = [s for s in (r.final or {}).get("shapes", []) if s.get("name") == shape["name"]]
+        reports.append(rows[0] if rows else None)
+    complete = all(reports)
+    entry: dict[str, Any] = {
+        "name": shape["name"], "dims": shape["dims"], "default": bool(shape.get("default")),
+        "correct": True if complete else (False if status == "incorrect" else None),
+        "max_abs_error": max((s["max_abs_error"] for s in reports if s), default=None),
+        "solution": None, "reference": None, "speedup": None, "roofline": None, "digests": None,
+        "notes": sorted({n for s in reports if s for n in s.get("notes", [])}),
+    }
+    if complete and all(s.get("solution_us") for s in reports):
+        entry["solution"] = results.timing([s["solution_us"] for s in reports])
+        entry["reference"] = results.timing([s["reference_us"] for s in reports])
+        entry["speedup"] = entry["reference"]["time_us"] / entry["solution"]["time_us"] if entry["solution"]["time_us"] > 0 else None
+    if complete:
+        entry["digests"] = {
+            "solution": [s["digest_solution"] for s in reports],
+            "reference": [s["digest_reference"] for s in reports],
+        }
+    if spec is not None and hw_key in profiles():
+        roof = roofline(spec.phases(shape["dims"], req.world_size), profile(hw_key)).as_dict()
+        solution_us = (entry["solution"] or {}).get("time_us")
+        roof["utilization"] = roof["t_roof_us"] / solution_us if meaningful and solution_us else None
+        entry["roofline"] = roof
+    return entry
+
+
+def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: float) -> dict:
+    status, reason, failing_rank, detail = _status(ranks, outcome)
+    environment = dict((ranks[0].final or {}).get("environment") or {})
+    meaningful = req.mode == "gpu"
+    if req.mode != "cpu":
+        environment["driver"] = driver_version()
+    hw_key = req.hardware or detect_profile(environment.get("gpu_name"))
+    shape_entries = [_shape_entry(s, ranks, status, spec, req, hw_key, meaningful) for s in shapes]
+    stages = {"startup": outcome["startup_s"]}  # spawn to ready; includes "init"
+    stages.update((ranks[0].final or {}).get("stages", {}))
+    stages["total"] = wall_s
+    log = _log_tail(ranks)
+    if detail:
+        log = f"{detail.rstrip()}\n{log}" if not log else f"{log}\n== failure ==\n{detail.rstrip()}"
+    doc = {
+        "schema": RESULT_SCHEMA,
+        "status": status,
+        "reason": re.sub(r"\s+", " ", reason).strip()[:2000],
+        "failing_rank": failing_rank,
+        "problem": spec.id if spec else str(req.problem),
+        "mode": req.mode,
+        "world_size": req.world_size,
+        "hardware": hw_key,
+        "timings_meaningful": meaningful,
+        "settings": {"warmup": req.warmup, "iters": req.iters, "trials": req.trials, "timeout_s": req.timeout_s},
+        "shapes": shape_entries,
+        "summary": results.summarize(shape_entries, status),
+        "stages": stages,
+        "environment": environment,
+        "log_tail": results.tail(log),
+        "started_at": _iso(started_at),
+        "finished_at": _iso(started_at + wall_s),
+    }
+    return results.validate(doc)

@@ -1,0 +1,183 @@
+"""Output checks inside a rank: exact types, shapes, dtypes, tolerances or bitwise equality,
+non-finite values, all-zero outputs, untouched inputs; clones and digests of nested inputs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from tasks.spec import Tolerance
+
+
+def clone_tree(value: Any) -> Any:
+    """Deep copy of tensors inside tuples/lists/dicts; other objects (scalars, groups) shared."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(clone_tree(v) for v in value)
+    if isinstance(value, list):
+        return [clone_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {k: clone_tree(v) for k, v in value.items()}
+    return value
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def copy_tree_(dst: Any, src: Any) -> None:
+    """Overwrite the tensors of `dst` in place with those of `src` (same structure)."""
+    if isinstance(dst, torch.Tensor):
+        dst.copy_(src)
+    elif isinstance(dst, (tuple, list)):
+        for d, s in zip(dst, src):
+            copy_tree_(d, s)
+    elif isinstance(dst, dict):
+        for k in dst:
+            copy_tree_(dst[k], src[k])
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in tensors(v)]
+    return []
+
+
+def nbytes(value: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors(value))
+
+
+def raw_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(raw_bytes(a), raw_bytes(b))
+
+
+def digest(value: Any) -> str:
+    """SHA-256 over every output tensor's dtype, shape and raw bytes, in output order."""
+    h = hashlib.sha256()
+    for t in tensors(value):
+        h.update(f"{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(raw_bytes(t).cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
+def _flatten_outputs(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> tuple[str | None, float]:
+    if type(got) is not torch.Tensor:  # noqa: E721 - subclasses (lazy or lying tensors) are refused
+        return f"{where}: expected a torch.Tensor, got {type(got).__module__}.{type(got).__qualname__}", float("nan")
+    if got.shape != exp.shape:
+        return f"{where}: shape {tuple(got.shape)} != expected {tuple(exp.shape)}", float("nan")
+    if got.dtype != exp.dtype:
+        return f"{where}: dtype {got.dtype} != expected {exp.dtype}", float("nan")
+    if got.device.type != exp.device.type:
+        return f"{where}: on {got.device.type}, expected {exp.device.type}", float("nan")
+    if got.numel() == 0:
+        return None, 0.0
+    if tol.bitwise or not (exp.is_floating_point() or exp.is_complex()):
+        if same_bits(got, exp):
+            return None, 0.0
+        diff = (raw_bytes(got) != raw_bytes(exp)).nonzero()
+        first = int(diff[0]) // exp.element_size()
+        g, e = got.reshape(-1)[first].item(), exp.reshape(-1)[first].item()
+        return f"{where}: not bitwise equal; {diff.numel()} bytes differ, first at flat index {first}: got {g!r}, expected {e!r}", float("nan")
+    g, e = got.detach().double(), exp.detach().double()
+    g_bad, e_bad = ~torch.isfinite(g), ~torch.isfinite(e)
+    if bool((g_bad & ~e_bad).any()):
+        idx = int((g_bad & ~e_bad).reshape(-1).nonzero()[0])
+        return f"{where}: non-finite value {g.reshape(-1)[idx].item()} at flat index {idx} where the reference is finite", float("inf")
+    if bool(e_bad.any()):
+        # The reference itself is non-finite somewhere: the solution must match it there exactly.
+        same = (g[e_bad] == e[e_bad]) | (torch.isnan(g[e_bad]) & torch.isnan(e[e_bad]))
+        if not bool(same.all()):
+            return f"{where}: differs from the reference at its non-finite positions", float("inf")
+    if bool((g == 0).all()) and not bool((e == 0).all()):
+        return f"{where}: output is all zeros, the reference is not", float(e.abs().max())
+    finite = ~e_bad
+    err = (g - e).abs().where(finite, torch.zeros_like(g))
+    excess = err - (tol.atol + tol.rtol * e.abs()).where(finite, torch.zeros_like(e))
+    max_err = float(err.max())
+    if bool((excess > 0).any()):
+        idx = int(excess.reshape(-1).argmax())
+        return (
+            f"{where}: mismatch at flat index {idx}: got {g.reshape(-1)[idx].item():.6g}, expected "
+            f"{e.reshape(-1)[idx].item():.6g} (max abs error {max_err:.3g}; allowed {tol.describe()}; "
+            f"{int((excess > 0).sum())} of {e.numel()} elements out of tolerance)",
+            max_err,
+        )
+    return None, max_err
+
+
+def compare_outputs(got: Any, expected: Any, tolerance_for: Callable[[int], Tolerance]) -> tuple[str | None, float]:
+    """Returns (first mismatch described, or None; max abs error over float outputs)."""
+    exp_items = _flatten_outputs(expected)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return f"expected a sequence of {len(expected)} outputs, got {type(got).__name__}", float("nan")
+    got_items = _flatten_outputs(got)
+    worst = 0.0
+    for i, (g, e) in enumerate(zip(got_items, exp_items)):
+        where = f"output {i}" if len(exp_items) > 1 else "output"
+        if isinstance(e, torch.Tensor):
+            message, err = _compare_tensor(g, e, tolerance_for(i), where)
+            if message:
+                return message, err
+            worst = max(worst, err)
+        elif isinstance(e, (tuple, list)):
+            message, err = compare_outputs(g, e, lambda _j, i=i: tolerance_for(i))
+            if message:
+                return f"{where}: {message}", err
+            worst = max(worst, err)
+        elif isinstance(e, float):
+            tol = tolerance_for(i)
+            if not isinstance(g, (int, float)) or abs(g - e) > tol.atol + tol.rtol * abs(e):
+                return f"{where}: got {g!r}, expected {e!r}", float("nan")
+        elif g != e or type(g) is not type(e):
+            return f"{where}: got {g!r}, expected {e!r}", float("nan")
+    return None, worst
+
+
+def changed_inputs(before: Any, after: Any, allowed: tuple[int, ...]) -> str | None:
+    """Name the first input the solution modified outside its in-place contract."""
+    for i, (b, a) in enumerate(zip(before, after)):
+        if i in allowed:
+            continue
+        for tb, ta in zip(tensors(b), tensors(a)):
+            if not same_bits(tb, ta):
+                return f"the solution modified input {i}, which the problem does not allow"
+    return None
+
+
+def perturb_(value: Any) -> Any:
+    """Change one element of the first tensor output (used to prove the checks can fail)."""
+    first = tensors(value)
+    if not first:
+        raise ValueError("output has no tensor to perturb")
+    t = next((t for t in first if t.numel()), first[0])
+    at = (0,) * t.dim()  # index in place, also for non-contiguous tensors
+    if t.dtype == torch.bool:
+        t[at] = ~t[at]
+    elif t.is_floating_point():
+        t[at] = t[at].float() + 1.0 + 2 * t.float().abs().max()
+    else:
+        t[at] += 1
+    return value

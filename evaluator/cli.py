@@ -1,0 +1,190 @@
+"""`python -m evaluator run|problems|selfcheck|table`.
+
+Exit codes: 0 the solution is correct; 1 the solution failed (any other status); 2 bad usage;
+3 the evaluator or host broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+EXIT_CORRECT, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+STAGE_ORDER = ["starting", "building", "checking", "timing", "done"]
+
+
+def _dims(text: str) -> dict[str, int]:
+    """"M=64,N=128" or, for public-suite problems, "64,128" (M, N)."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if all("=" in p for p in parts):
+        return {k.strip(): int(v) for k, v in (p.split("=", 1) for p in parts)}
+    if len(parts) == 2:
+        return {"M": int(parts[0]), "N": int(parts[1])}
+    raise argparse.ArgumentTypeError("use NAME=INT,... or M,N")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m evaluator", description="Judge multi-GPU kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="evaluate a solution file against a problem")
+    run.add_argument("--problem", required=True, help="suite id, or public-suite number with --pkb-root")
+    run.add_argument("--solution", required=True, type=Path)
+    run.add_argument("--world-size", type=int, default=2)
+    run.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
+    run.add_argument("--hardware", help="roofline profile (h100, h200, b200); detected on GPUs")
+    run.add_argument("--shape", action="append", dest="shapes", help="shape name (repeatable); default: all")
+    run.add_argument("--dims", type=_dims, help="a custom shape, e.g. M=64,N=128 (or M,N for --pkb-root)")
+    run.add_argument("--warmup", type=int, default=500)
+    run.add_argument("--iters", type=int, default=100)
+    run.add_argument("--trials", type=int, default=5)
+    run.add_argument("--timeout", type=float, default=600.0, help="hard limit for the whole evaluation, seconds")
+    run.add_argument("--pkb-root", help="a ParallelKernelBench checkout to take the problem from")
+    run.add_argument("--json", type=Path, help="write the result document here")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+
+    problems = sub.add_parser("problems", help="list the suite's problems")
+    problems.add_argument("--json", action="store_true")
+    problems.add_argument("--markdown", action="store_true", help="the docs table with rooflines per hardware")
+
+    check = sub.add_parser("selfcheck", help="references as their own solutions, and perturbed copies")
+    check.add_argument("--problems", help="comma-separated ids; default: all")
+    check.add_argument("--world-size", type=int, default=2)
+    check.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
+    check.add_argument("--shape", help="shape name to use; default: each problem's first (smallest)")
+    check.add_argument("--trials", type=int, default=2)
+    check.add_argument("--timeout", type=float, default=900.0)
+    check.add_argument("--json", type=Path)
+    return parser
+
+
+def cmd_run(args, console: Console) -> int:
+    from evaluator.launch import EvaluationRequest, EvaluatorError, evaluate
+
+    try:
+        code = args.solution.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        console.print(f"[red]cannot read {args.solution}: {exc}")
+        return EXIT_USAGE
+    req = EvaluationRequest(
+        problem=args.problem, solution_code=code, world_size=args.world_size, mode=args.mode,
+        hardware=args.hardware, shapes=args.shapes, dims=args.dims, warmup=args.warmup, iters=args.iters,
+        trials=args.trials, timeout_s=args.timeout, pkb_root=args.pkb_root,
+    )
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                      console=console, transient=True, disable=args.quiet) as bar:
+            task = bar.add_task("starting ranks", total=None)
+
+            def on_progress(stage: str, detail: dict) -> None:
+                shape = f" [{detail['shape']}]" if "shape" in detail else ""
+                bar.update(task, description=f"{stage}{shape}")
+
+            doc = evaluate(req, on_progress)
+    except ValueError as exc:
+        console.print(f"[red]{exc}")
+        return EXIT_USAGE
+    except (EvaluatorError, KeyError) as exc:
+        console.print(f"[red]evaluator error: {exc}")
+        return EXIT_BROKEN if isinstance(exc, EvaluatorError) else EXIT_USAGE
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=1))
+    print_summary(doc, console)
+    return EXIT_CORRECT if doc["status"] == "correct" else EXIT_FAILED
+
+
+def print_summary(doc: dict, console: Console) -> None:
+    colour = "green" if doc["status"] == "correct" else "red"
+    console.print(f"[bold {colour}]{doc['status']}[/]  {doc['problem']}  mode={doc['mode']}  world={doc['world_size']}"
+                  f"  hardware={doc['hardware'] or '-'}")
+    if doc["reason"]:
+        console.print(doc["reason"])
+    table = Table(title=None if doc["timings_meaningful"] else "timings NOT meaningful in this mode")
+    for col in ("shape", "dims", "correct", "solution us", "± std", "reference us", "speedup", "T_roof us", "bound", "util"):
+        table.add_column(col, justify="right")
+    for s in doc["shapes"]:
+        sol, ref, roof = s["solution"] or {}, s["reference"] or {}, s["roofline"] or {}
+        slow = sol.get("per_rank", [{}])[sol.get("slowest_rank", 0)] if sol else {}
+
+        def f(v, fmt="{:.1f}"):
+            return "-" if v is None else fmt.format(v)
+
+        table.add_row(
+            s["name"], ",".join(f"{k}={v}" for k, v in s["dims"].items()), f(s["correct"], "{}"),
+            f(sol.get("time_us")), f(slow.get("std_us")), f(ref.get("time_us")), f(s["speedup"], "{:.2f}x"),
+            f(roof.get("t_roof_us"), "{:.2f}"), roof.get("bound", "-"), f(roof.get("utilization"), "{:.1%}"),
+        )
+    console.print(table)
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in doc["stages"].items() if v is not None)
+    console.print(f"[dim]stages: {stages}")
+
+
+def cmd_problems(args, console: Console) -> int:
+    import tasks
+
+    problems = tasks.problems()
+    if args.markdown:
+        from evaluator.catalog import markdown_table
+
+        print(markdown_table(problems.values()))
+        return EXIT_CORRECT
+    if args.json:
+        from evaluator.catalog import problem_dict
+
+        print(json.dumps([problem_dict(p) for p in problems.values()], indent=1))
+        return EXIT_CORRECT
+    table = Table()
+    for col in ("id", "pkb", "level", "parallelism", "default shape", "world sizes", "tolerance"):
+        table.add_column(col)
+    for p in problems.values():
+        tol = p.tolerance if not isinstance(p.tolerance, tuple) else p.tolerance[0]
+        table.add_row(p.id, str(p.pkb_id or "-"), str(p.level), p.parallelism, p.default_shape.label(),
+                      ",".join(map(str, p.world_sizes)), tol.describe())
+    console.print(table)
+    return EXIT_CORRECT
+
+
+def cmd_selfcheck(args, console: Console) -> int:
+    import tasks
+    from evaluator.launch import EvaluatorError
+    from evaluator.selfcheck import run_selfcheck
+
+    ids = args.problems.split(",") if args.problems else list(tasks.problems())
+    try:
+        with console.status(f"checking {len(ids)} problems at world {args.world_size}"):
+            report = run_selfcheck(ids, args.world_size, args.mode, args.shape, args.trials, args.timeout)
+    except EvaluatorError as exc:
+        console.print(f"[red]evaluator error: {exc}")
+        return EXIT_BROKEN
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    table = Table()
+    for col in ("problem", "reference as solution", "perturbed copy", "note"):
+        table.add_column(col)
+    ok = True
+    for pid, row in report["problems"].items():
+        good = row["reference"] == "correct" and row["perturbed"] == "incorrect"
+        ok &= good
+        table.add_row(pid, row["reference"], row["perturbed"], row.get("reason", "")[:100], style=None if good else "red")
+    console.print(table)
+    if report.get("error"):
+        console.print(f"[red]{report['error']}")
+        ok = False
+    return EXIT_CORRECT if ok else EXIT_FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False)
+    handler = {"run": cmd_run, "problems": cmd_problems, "selfcheck": cmd_selfcheck}[args.command]
+    return handler(args, console)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Run one evaluation: spawn N rank processes, feed them secret seeds, collect their reports, and
+build the result document. Torch-free: the calling process (CLI, GPU worker) never touches CUDA."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator import assemble, sandbox
+from evaluator.results import MODES
+
+ProgressFn = Callable[[str, dict], None]
+DEFAULT_TIMEOUT_S = 600.0
+FAILURE_GRACE_S = 5.0  # after one rank reports a failure, the others get this long to follow
+DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" / "pkb-builds"))
+
+
+class EvaluatorError(Exception):
+    """The evaluator or the host broke (not the solution): retry elsewhere or later."""
+
+
+@dataclass
+class EvaluationRequest:
+    problem: str  # a suite id, or a public-suite number with pkb_root
+    solution_code: str
+    world_size: int = 2
+    mode: str = "cpu"
+    hardware: str | None = None  # roofline profile key (evaluator/hardware.toml); detected on GPUs
+    shapes: list[str] | None = None  # shape names; None = all
+    dims: dict[str, int] | None = None  # one custom shape instead
+    warmup: int = 500
+    iters: int = 100
+    trials: int = 5
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    pkb_root: str | None = None
+    build_dir: str | None = None
+    selfcheck: list[str] | None = field(default=None, repr=False)  # internal: see evaluator.selfcheck
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        if self.world_size < 1:
+            raise ValueError("world size must be at least 1")
+        if self.trials < 1 or self.iters < 0 or self.warmup < 0:
+            raise ValueError("trials must be >= 1, iters and warmup >= 0")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout must be positive")
+
+
+def _seed(secret: bytes, *parts: Any) -> int:
+    digest = hashlib.blake2b(repr(parts).encode(), key=secret, digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def _public_seed(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(repr(("public", *parts)).encode()).digest()[:8], "little") >> 1
+
+
+def seed_stream(secret: bytes, problem: str, shapes: list[dict], rank: int, trials: int, timed: bool) -> list[dict]:
+    """Every seed a rank will read, in order. Per-rank seeds differ; shared seeds agree across ranks.
+    The public trial's seeds are fixed, so output digests are comparable across hardware."""
+    stream = []
+
+    def add(kind: str, shape: str, i: int, seed: int, shared: int) -> None:
+        stream.append({"seq": len(stream), "kind": kind, "shape": shape, "seed": seed, "shared_seed": shared})
+
+    for shape in shapes:
+        name = shape["name"]
+        for t in range(trials):
+            add("trial", name, t, _seed(secret, name, t, rank), _seed(secret, name, t, "shared"))
+        if timed:
+            add("timing", name, 0, _seed(secret, name, "timing", rank), _seed(secret, name, "timing", "shared"))
+            add("post", name, 0, _seed(secret, name, "post", rank), _seed(secret, name, "post", "shared"))
+        add("public", name, 0, _public_seed(problem, name, rank), _public_seed(problem, name, "shared"))
+    return stream
+
+
+@dataclass
+class RankProcess:
+    rank: int
+    proc: subprocess.Popen
+    result_fd: int
+    log_path: Path
+    buffer: bytes = b""
+    final: dict | None = None
+    infra: str | None = None
+    last_stage: str = "starting"
+    exit_code: int | None = None  # as seen before the evaluator killed anything
+    log_text: str = ""
+
+
+def resolve_problem(req: EvaluationRequest) -> tuple[dict, list[dict], Any]:
+    """(problem source for the ranks, shapes to run, the suite's Problem or None)."""
+    if req.pkb_root:
+        number = int(str(req.problem).removeprefix("pkb:"))
+        dims = req.dims or {"M": 1024, "N": 1024}
+        source = {"kind": "pkb", "root": str(Path(req.pkb_root).resolve()), "id": number}
+        return source, [{"name": "base", "dims": dims, "default": True}], None
+    import tasks
+
+    spec = tasks.get(req.problem)
+    if req.world_size not in spec.world_sizes:
+        raise ValueError(f"{spec.id} supports world sizes {spec.world_sizes}, not {req.world_size}")
+    if req.dims:
+        shapes = [{"name": "custom", "dims": dict(req.dims), "default": True}]
+    else:
+        chosen = [spec.shape(n) for n in req.shapes] if req.shapes else list(spec.shapes)
+        shapes = [{"name": s.name, "dims": dict(s.dims), "default": s.default} for s in chosen]
+        if not any(s["default"] for s in shapes):
+            shapes[0]["default"] = True
+    return {"kind": "suite", "id": spec.id}, shapes, spec
+
+
+def evaluate(req: EvaluationRequest, on_progress: ProgressFn | None = None) -> dict:
+    """Judge `req.solution_code`. Returns the result document for anything the solution did;
+    raises EvaluatorError when the evaluator or host failed, ValueError for a bad request."""
+    req.validate()
+    source, shapes, spec = resolve_problem(req)
+    notify = on_progress or (lambda stage, detail: None)
+    started_at = time.time()
+    ranks, outcome, wall_s = run_ranks(req, source, shapes, notify)
+    doc = assemble.document(
+        req=req, spec=spec, shapes=shapes, ranks=ranks, outcome=outcome, started_at=started_at, wall_s=wall_s
+    )
+    notify("done", {"status": doc["status"]})
+    return doc
+
+
+def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: ProgressFn):
+    """Spawn the ranks, feed them, collect their reports, and leave nothing running."""
+    code_hash = hashlib.sha256(req.solution_code.encode()).hexdigest()
+    # One build directory per distinct solution: builds are reused by the same code only.
+    build_dir = Path(req.build_dir or DEFAULT_BUILD_DIR) / code_hash[:24]
+    workdir = Path(tempfile.mkdtemp(prefix="pkb-eval-"))
+    secret = secrets.token_bytes(32)
+    nonce = secrets.token_hex(16)
+    solution_path = workdir / "solution.py"
+    t0 = time.monotonic()
+    ranks: list[RankProcess] = []
+    sandbox.become_subreaper()
+    baseline = sandbox.descendants([os.getpid()])
+    notify("starting", {})
+    try:
+        build_dir.mkdir(parents=True, exist_ok=True)
+        solution_path.write_text(req.solution_code)
+        for rank in range(req.world_size):
+            control_r, control_w = os.pipe()
+            result_r, result_w = os.pipe()
+            config = {
+                "nonce": nonce, "rank": rank, "world_size": req.world_size, "mode": req.mode,
+                "problem": source, "shapes": shapes, "solution": str(solution_path),
+                "store": str(workdir / "store"), "trials": req.trials, "iters": req.iters,
+                "warmup": req.warmup, "timeout_s": req.timeout_s, "selfcheck": req.selfcheck,
+            }
+            lines = [json.dumps(config)] + [
+                json.dumps(m) for m in seed_stream(secret, source.get("id"), shapes, rank, req.trials, req.iters > 0)
+            ]
+            proc = sandbox.spawn_rank(
+                rank, req.world_size, [str(control_r), str(result_w)],
+                env=sandbox.rank_environment(rank, req.world_size, req.mode, workdir, build_dir),
+                cwd=workdir, log_path=workdir / f"rank{rank}.log", pass_fds=(control_r, result_w),
+            )
+            os.close(control_r)
+            os.close(result_w)
+            _write_all(control_w, ("\n".join(lines) + "\n").encode())
+            os.close(control_w)
+            ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log"))
+        outcome = _collect(ranks, nonce, req.timeout_s, t0, notify)
+        sandbox.kill_all([r.proc for r in ranks], baseline)
+        for r in ranks:
+            r.log_text = r.log_path.read_text(errors="replace") if r.log_path.exists() else ""
+    except OSError as exc:
+        raise EvaluatorError(f"evaluator failure: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sandbox.kill_all([r.proc for r in ranks], baseline)
+        for r in ranks:
+            _close(r.result_fd)
+        shutil.rmtree(workdir, ignore_errors=True)
+    infra = [r for r in ranks if r.infra]
+    if infra:
+        raise EvaluatorError(f"rank {infra[0].rank}: {infra[0].infra}")
+    return ranks, outcome, time.monotonic() - t0
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, notify: ProgressFn) -> dict:
+    """Pump messages until every rank has reported, died, or the deadline passed."""
+    selector = selectors.DefaultSelector()
+    for r in ranks:
+        os.set_blocking(r.result_fd, False)
+        selector.register(r.result_fd, selectors.EVENT_READ, r)
+    deadline = t0 + timeout_s
+    failure_at: float | None = None
+    tampered: str | None = None
+    startup_s: float | None = None
+    open_fds = len(ranks)
+    while True:
+        now = time.monotonic()
+        if all(r.final or r.infra for r in ranks):
+            break
+        if now >= deadline or (failure_at is not None and now >= failure_at + FAILURE_GRACE_S):
+            break
+        if open_fds == 0:
+            break
+        for key, _ in selector.select(timeout=min(0.5, max(0.01, deadline - now))):
+            r: RankProcess = key.data
+            try:
+                chunk = os.read(r.result_fd, 1 << 16)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                selector.unregister(r.result_fd)
+                open_fds -= 1
+                continue
+            r.buffer += chunk
+            *lines, r.buffer = r.buffer.split(b"\n")
+            for line in lines:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    tampered = tampered or f"rank {r.rank}: unreadable message on the result channel"
+                    continue
+                if not isinstance(msg, dict) or msg.get("nonce") != nonce:
+                    tampered = tampered or f"rank {r.rank}: forged message on the result channel"
+                    continue
+                kind = msg.get("type")
+                if kind == "progress":
+                    r.last_stage = msg.get("stage", r.last_stage)
+                    if startup_s is None:
+                        startup_s = time.monotonic() - t0
+                    notify(r.last_stage, {k: v for k, v in msg.items() if k not in ("nonce", "type", "stage")})
+                elif kind == "final":
+                    if r.final is not None:
+                        tampered = tampered or f"rank {r.rank}: two final reports"
+                    r.final = msg
+                    if msg.get("status") != "correct" and failure_at is None:
+                        failure_at = time.monotonic()
+                elif kind == "infra":
+                    r.infra = msg.get("reason", "host failure")
+        # A rank that exited without reporting crashed (or was killed by the kernel).
+        for r in ranks:
+            if r.final is None and r.infra is None and r.proc.poll() is not None and failure_at is None:
+                failure_at = time.monotonic()
+    selector.close()
+    for r in ranks:
+        r.exit_code = r.proc.poll()
+    timed_out = time.monotonic() >= deadline and not all(r.final for r in ranks)
+    return {"tampered": tampered, "timed_out": timed_out, "startup_s": startup_s}
+
+
+def exit_description(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"

@@ -1,0 +1,118 @@
+"""Loading, inside a rank: the problem's torch half (from our suite or from a ParallelKernelBench
+checkout) and the submitted solution module."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import tasks
+from tasks.spec import InputContext, Tolerance
+
+PKB_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, reason="the public suite's allclose tolerance")
+SOLUTION_MODULE = "pkb_solution"
+
+
+@dataclass
+class LoadedProblem:
+    id: str
+    dtype: torch.dtype
+    make_inputs: Callable[[InputContext], tuple]
+    reference: Callable[..., Any]
+    tolerance_for: Callable[[int], Tolerance]
+    # Inputs the solution may modify; None means "whatever the reference itself modifies".
+    mutates: tuple[int, ...] | None
+
+
+def load_problem(source: dict) -> LoadedProblem:
+    if source["kind"] == "suite":
+        spec = tasks.get(source["id"])
+        module = tasks.load_reference(spec.id)
+        return LoadedProblem(
+            id=spec.id,
+            dtype=getattr(torch, spec.dtype),
+            make_inputs=module.make_inputs,
+            reference=module.solution,
+            tolerance_for=spec.tolerance_for,
+            mutates=spec.mutates,
+        )
+    if source["kind"] == "pkb":
+        return _load_pkb(Path(source["root"]), int(source["id"]), source.get("dtype", "bfloat16"))
+    raise ValueError(f"unknown problem source {source!r}")
+
+
+def pkb_reference_file(root: Path, problem_id: int) -> Path:
+    matches = sorted((root / "reference").glob(f"{problem_id}_*.py"))
+    if len(matches) != 1:
+        raise FileNotFoundError(f"expected one reference/{problem_id}_*.py under {root}, found {len(matches)}")
+    return matches[0]
+
+
+def _import_file(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_pkb(root: Path, problem_id: int, dtype: str) -> LoadedProblem:
+    """The public layout: utils/input_output_tensors.py's create_input_tensor and
+    reference/<id>_<name>.py's solution. Its public seeding is replaced by our secret one: the
+    `trial` argument carries a secret-derived number."""
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    io_module = importlib.import_module("utils.input_output_tensors")
+    reference = _import_file(f"pkb_reference_{problem_id}", pkb_reference_file(root, problem_id))
+    torch_dtype = getattr(torch, dtype)
+
+    def make_inputs(ctx: InputContext) -> tuple:
+        secret_trial = int(ctx.rng.initial_seed() % (1 << 31))
+        base_shape = (ctx.dims["M"], ctx.dims["N"])
+        return tuple(
+            io_module.create_input_tensor(
+                ctx.rank, ctx.world_size, problem_id, base_shape, torch_dtype, trial=secret_trial, device=ctx.device
+            )
+        )
+
+    return LoadedProblem(
+        id=f"pkb:{problem_id}",
+        dtype=torch_dtype,
+        make_inputs=make_inputs,
+        reference=reference.solution,
+        tolerance_for=lambda _i: PKB_TOLERANCE,
+        mutates=None,
+    )
+
+
+class NoSolution(Exception):
+    pass
+
+
+def load_solution(path: Path) -> Callable[..., Any]:
+    module = _import_file(SOLUTION_MODULE, path)
+    fn = getattr(module, "solution", None)
+    if not callable(fn):
+        raise NoSolution("the file defines no callable `solution`")
+    return fn
+
+
+def failure_kind(exc: BaseException) -> str:
+    """compile_error for syntax errors and kernel build failures (load_inline, Triton); else runtime_error."""
+    if isinstance(exc, (SyntaxError, NoSolution)):
+        return "compile_error"
+    kind = type(exc)
+    if "CompilationError" in kind.__name__ or kind.__module__.startswith("triton.compiler"):
+        return "compile_error"
+    text = str(exc)
+    if "Error building extension" in text or "Error compiling objects for extension" in text:
+        return "compile_error"
+    return "runtime_error"

@@ -1,0 +1,149 @@
+"""Starting and stopping rank processes: own session and process group, minimal environment,
+resource limits, and a kill that leaves nothing behind (descendants that left the group too)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Passed through from the evaluator's environment when set: what CUDA, compilers and NCCL need.
+PASSTHROUGH = (
+    "PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
+    "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE", "TMPDIR",
+)
+# NVLink multicast stays off in every process we start (it can take a shared host's GPUs down).
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+PR_SET_CHILD_SUBREAPER = 36
+FILE_SIZE_LIMIT = 4 << 30  # bytes one rank may write into one file (builds are tens of MB)
+
+
+def rank_environment(rank: int, world_size: int, mode: str, workdir: Path, build_dir: Path) -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
+    env.update(NO_MULTICAST)
+    env.update(
+        HOME=str(workdir),
+        PYTHONPATH=str(REPO_ROOT),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        TORCH_EXTENSIONS_DIR=str(build_dir / "torch_extensions"),
+        TRITON_CACHE_DIR=str(build_dir / "triton"),
+        # Several ranks on one CPU would otherwise each start a thread per core.
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
+    if mode == "shared-gpu":
+        # Lets symmetric-memory rendezvous accept several ranks on one device.
+        env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+    return env
+
+
+def _limit_resources() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+def spawn_rank(
+    rank: int,
+    world_size: int,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    log_path: Path,
+    pass_fds: tuple[int, ...],
+) -> subprocess.Popen:
+    """Each rank leads a new session and process group (a group cannot span sessions)."""
+    log = open(log_path, "wb")
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "evaluator.rank", *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            start_new_session=True,
+            preexec_fn=_limit_resources,
+        )
+    finally:
+        log.close()
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # Field 4 (ppid) follows the parenthesised command name, which may contain spaces.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def descendants(pids: list[int]) -> set[int]:
+    if not os.path.isdir("/proc"):
+        return set()
+    tree = _children()
+    found: set[int] = set()
+    stack = list(pids)
+    while stack:
+        for child in tree.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def become_subreaper() -> None:
+    """Orphans of our descendants (a daemonized process of a solution) are re-parented to us rather
+    than to init, so `descendants` still finds them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def kill_all(procs: list[subprocess.Popen], baseline: set[int]) -> None:
+    """SIGKILL the ranks' process groups and every process that descends from us and did not exist before
+    the evaluation (`baseline`), also ones that started their own session, then reap them."""
+    pids = [p.pid for p in procs]
+    strays = (descendants([os.getpid()]) | descendants(pids)) - baseline
+    for pgid in pids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in [*pids, *strays]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + 10
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in strays - set(pids):
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass  # not our child: its own parent reaps it

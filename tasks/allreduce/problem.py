@@ -1,0 +1,44 @@
+"""All-reduce (sum) of one bf16 tensor per rank.
+
+Roofline, with B = M*N*e bytes per rank (e = bytes per element), W ranks, one phase:
+- NVLink: a bandwidth-optimal all-reduce (reduce-scatter then all-gather) sends
+  2(W-1)/W * B bytes per GPU; without NVLink multicast no algorithm sends less.
+- HBM: the input is read once and the output written once: 2B. The W-1 received chunks that are
+  added in are part of the same streaming pass and stay in on-chip buffers.
+- FLOPs: (W-1)/W * M*N additions per GPU in fp32 on CUDA cores; negligible.
+"""
+
+from tasks.spec import Phase, Problem, Shape, Tolerance, dtype_bytes
+
+
+def roofline(dims, world_size, dtype):
+    n = dims["M"] * dims["N"]
+    b = n * dtype_bytes(dtype)
+    w = world_size
+    return [Phase("allreduce", flops=(w - 1) / w * n, hbm_bytes=2 * b, comm_bytes=2 * (w - 1) / w * b, unit="fp32")]
+
+
+PROBLEM = Problem(
+    id="allreduce",
+    pkb_id=1,
+    title="All-reduce",
+    level=1,
+    parallelism="collective",
+    origin="NCCL / torch.distributed",
+    description=(
+        "Every rank holds an M x N bf16 tensor; return the element-wise sum over all ranks, on every "
+        "rank. The building block of data-parallel gradient averaging and of tensor-parallel row "
+        "linear layers. Small sizes are latency-bound (one round of signals between GPUs decides), "
+        "large ones are bound by NVLink bandwidth."
+    ),
+    shapes=(
+        Shape("small", {"M": 64, "N": 1024}),
+        Shape("default", {"M": 1024, "N": 1024}, default=True),
+        Shape("large", {"M": 8192, "N": 8192}),
+    ),
+    roofline=roofline,
+    # The sum of W bf16 values in a different order differs by a few bf16 ulps of the result:
+    # with inputs ~N(0,1) and W <= 8 the sum is below ~10, where one bf16 ulp is 1/16.
+    tolerance=Tolerance(atol=1e-1, rtol=2e-2, reason="summation order differs between algorithms; a few bf16 ulps"),
+    mutates=(0,),
+)

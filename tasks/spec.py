@@ -1,0 +1,189 @@
+"""The problem interface shared by the suite, the evaluator and the platform.
+
+Pure Python: importing this module (and any problem's `problem.py`) never imports torch, so the
+web side can read metadata and rooflines. Torch is imported lazily by the input helpers, which
+only run inside evaluator rank processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+LEVELS = (1, 2, 3, 4, 5, 6)
+PARALLELISM = ("collective", "TP", "SP", "EP", "DP", "CP", "PP", "non-LLM")
+# Which compute peak of a hardware profile bounds a phase's FLOPs.
+UNITS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32")
+DTYPES = ("bfloat16", "float16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How one output is compared with the reference's."""
+
+    atol: float = 1e-2
+    rtol: float = 1e-2
+    bitwise: bool = False
+    reason: str = ""
+
+    def describe(self) -> str:
+        if self.bitwise:
+            return "bitwise"
+        return f"atol={self.atol:g}, rtol={self.rtol:g}"
+
+
+BITWISE = Tolerance(atol=0.0, rtol=0.0, bitwise=True, reason="pure data movement: outputs are exact")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One named problem size. `dims` are the problem's own size parameters (M, N, T, H, ...)."""
+
+    name: str
+    dims: Mapping[str, int]
+    default: bool = False
+
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.dims.items())
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the phase-aware roofline.
+
+    flops: arithmetic work on one GPU; hbm_bytes: bytes across that GPU's L2-HBM boundary;
+    comm_bytes: bytes that GPU sends over NVLink (summed over every process-group axis whose
+    traffic shares the links); unit: which compute peak applies to the FLOPs.
+    """
+
+    name: str
+    flops: float = 0.0
+    hbm_bytes: float = 0.0
+    comm_bytes: float = 0.0
+    unit: str = "bf16_tc"
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"phase {self.name!r}: unknown unit {self.unit!r}, expected one of {UNITS}")
+        for name in ("flops", "hbm_bytes", "comm_bytes"):
+            value = getattr(self, name)
+            if value < 0 or not math.isfinite(value):
+                raise ValueError(f"phase {self.name!r}: {name} must be finite and >= 0, got {value}")
+
+
+RooflineFn = Callable[[Mapping[str, int], int, str], list[Phase]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Metadata of one problem. Its torch side lives in `reference.py` beside `problem.py`:
+    `make_inputs(ctx: InputContext) -> tuple` and `solution(*inputs)`."""
+
+    id: str
+    title: str
+    level: int
+    parallelism: str
+    origin: str
+    description: str
+    shapes: tuple[Shape, ...]
+    roofline: RooflineFn
+    pkb_id: int | None = None
+    world_sizes: tuple[int, ...] = (2, 4, 8)
+    dtype: str = "bfloat16"
+    # One tolerance for every output, or one per output (in output order).
+    tolerance: Tolerance | tuple[Tolerance, ...] = Tolerance()
+    # Indices of inputs the solution may modify (an in-place contract); all others must be unchanged.
+    mutates: tuple[int, ...] = ()
+    # Why some mode cannot run this problem (e.g. a collective gloo lacks); empty if all can.
+    mode_notes: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.level not in LEVELS:
+            raise ValueError(f"{self.id}: level must be one of {LEVELS}")
+        if self.parallelism not in PARALLELISM:
+            raise ValueError(f"{self.id}: parallelism must be one of {PARALLELISM}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"{self.id}: dtype must be one of {DTYPES}")
+        if len(self.shapes) < 3:
+            raise ValueError(f"{self.id}: needs at least three shapes")
+        if sum(s.default for s in self.shapes) != 1:
+            raise ValueError(f"{self.id}: exactly one shape must be the default")
+        if len({s.name for s in self.shapes}) != len(self.shapes):
+            raise ValueError(f"{self.id}: shape names must be unique")
+
+    @property
+    def default_shape(self) -> Shape:
+        return next(s for s in self.shapes if s.default)
+
+    def shape(self, name: str) -> Shape:
+        for s in self.shapes:
+            if s.name == name:
+                return s
+        raise KeyError(f"{self.id}: no shape {name!r}; known: {[s.name for s in self.shapes]}")
+
+    def tolerance_for(self, output_index: int) -> Tolerance:
+        if isinstance(self.tolerance, Tolerance):
+            return self.tolerance
+        return self.tolerance[min(output_index, len(self.tolerance) - 1)]
+
+    @property
+    def bitwise(self) -> bool:
+        tols = (self.tolerance,) if isinstance(self.tolerance, Tolerance) else self.tolerance
+        return all(t.bitwise for t in tols)
+
+    def phases(self, dims: Mapping[str, int], world_size: int, dtype: str | None = None) -> list[Phase]:
+        return self.roofline(dims, world_size, dtype or self.dtype)
+
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "float8_e4m3fn": 1, "int64": 8, "int32": 4}
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BYTES[dtype]
+
+
+@dataclass
+class InputContext:
+    """What `make_inputs` gets on each rank. `rng` differs per rank; `shared_rng` is identical on
+    every rank (for replicated weights). Both are seeded by the evaluator from a secret."""
+
+    rank: int
+    world_size: int
+    dims: Mapping[str, int]
+    dtype: "torch.dtype"
+    device: "torch.device"
+    rng: "torch.Generator"
+    shared_rng: "torch.Generator"
+
+    def _gen(self, shared: bool) -> "torch.Generator":
+        return self.shared_rng if shared else self.rng
+
+    def randn(self, *size: int, dtype: Any = None, shared: bool = False, scale: float = 1.0) -> "torch.Tensor":
+        import torch
+
+        out = torch.randn(*size, generator=self._gen(shared), device=self.device, dtype=torch.float32)
+        if scale != 1.0:
+            out.mul_(scale)
+        return out.to(dtype or self.dtype)
+
+    def rand(self, *size: int, dtype: Any = None, shared: bool = False, low: float = 0.0, high: float = 1.0) -> "torch.Tensor":
+        import torch
+
+        out = torch.rand(*size, generator=self._gen(shared), device=self.device, dtype=torch.float32)
+        return (out * (high - low) + low).to(dtype or self.dtype)
+
+    def randint(self, low: int, high: int, *size: int, shared: bool = False, dtype: Any = None) -> "torch.Tensor":
+        import torch
+
+        return torch.randint(low, high, size, generator=self._gen(shared), device=self.device, dtype=dtype or torch.int64)
+
+    def randperm(self, n: int, shared: bool = False) -> "torch.Tensor":
+        import torch
+
+        return torch.randperm(n, generator=self._gen(shared), device=self.device)
