@@ -50,16 +50,17 @@ def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
 
     if outcome["tampered"]:
         return "rejected", outcome["tampered"], None, ""
+    # A rank that died without reporting comes first: its peers' errors are consequences.
+    crashed = [r for r in ranks if r.final is None and r.exit_code is not None]
+    if crashed:
+        r = crashed[0]
+        return "runtime_error", f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
     finals = [r for r in ranks if r.final]
     failing = [r.final for r in finals if r.final.get("status") != "correct"]
     if failing:
         first = min(failing, key=lambda f: (f.get("origin", f["rank"]) != f["rank"], f.get("origin", f["rank"])))
         origin = first.get("origin", first["rank"])
         return first["status"], f"rank {origin}: {first.get('reason', '')}", origin, first.get("detail", "")
-    crashed = [r for r in ranks if r.final is None and r.exit_code is not None]
-    if crashed:
-        r = crashed[0]
-        return "runtime_error", f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
     missing = [r for r in ranks if r.final is None]
     if missing:
         stuck = ", ".join(f"rank {r.rank}" for r in missing)

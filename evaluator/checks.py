@@ -93,25 +93,27 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
         return f"{where}: on {got.device.type}, expected {exp.device.type}", float("nan")
     if got.numel() == 0:
         return None, 0.0
-    if tol.bitwise or not (exp.is_floating_point() or exp.is_complex()):
+    is_float = exp.is_floating_point() or exp.is_complex()
+    if is_float:
+        g, e = got.detach().double(), exp.detach().double()
+        g_bad, e_bad = ~torch.isfinite(g), ~torch.isfinite(e)
+        if bool((g_bad & ~e_bad).any()):
+            idx = int((g_bad & ~e_bad).reshape(-1).nonzero()[0])
+            return f"{where}: non-finite value {g.reshape(-1)[idx].item()} at flat index {idx} where the reference is finite", float("inf")
+        if bool((g == 0).all()) and not bool((e == 0).all()):
+            return f"{where}: output is all zeros, the reference is not", float(e.abs().max())
+    if tol.bitwise or not is_float:
         if same_bits(got, exp):
             return None, 0.0
         diff = (raw_bytes(got) != raw_bytes(exp)).nonzero()
         first = int(diff[0]) // exp.element_size()
-        g, e = got.reshape(-1)[first].item(), exp.reshape(-1)[first].item()
-        return f"{where}: not bitwise equal; {diff.numel()} bytes differ, first at flat index {first}: got {g!r}, expected {e!r}", float("nan")
-    g, e = got.detach().double(), exp.detach().double()
-    g_bad, e_bad = ~torch.isfinite(g), ~torch.isfinite(e)
-    if bool((g_bad & ~e_bad).any()):
-        idx = int((g_bad & ~e_bad).reshape(-1).nonzero()[0])
-        return f"{where}: non-finite value {g.reshape(-1)[idx].item()} at flat index {idx} where the reference is finite", float("inf")
+        gv, ev = got.reshape(-1)[first].item(), exp.reshape(-1)[first].item()
+        return f"{where}: not bitwise equal; {diff.numel()} bytes differ, first at flat index {first}: got {gv!r}, expected {ev!r}", float("nan")
     if bool(e_bad.any()):
         # The reference itself is non-finite somewhere: the solution must match it there exactly.
         same = (g[e_bad] == e[e_bad]) | (torch.isnan(g[e_bad]) & torch.isnan(e[e_bad]))
         if not bool(same.all()):
             return f"{where}: differs from the reference at its non-finite positions", float("inf")
-    if bool((g == 0).all()) and not bool((e == 0).all()):
-        return f"{where}: output is all zeros, the reference is not", float(e.abs().max())
     finite = ~e_bad
     err = (g - e).abs().where(finite, torch.zeros_like(g))
     excess = err - (tol.atol + tol.rtol * e.abs()).where(finite, torch.zeros_like(e))

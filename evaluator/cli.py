@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--problems", help="comma-separated ids; default: all")
     check.add_argument("--world-size", type=int, default=2)
     check.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
-    check.add_argument("--shape", help="shape name to use; default: each problem's first (smallest)")
+    check.add_argument("--shape", help="shape name, or 'default' for each problem's default shape; default: each problem's first (smallest)")
     check.add_argument("--trials", type=int, default=2)
     check.add_argument("--timeout", type=float, default=900.0)
     check.add_argument("--json", type=Path)

@@ -115,4 +115,6 @@ def failure_kind(exc: BaseException) -> str:
     text = str(exc)
     if "Error building extension" in text or "Error compiling objects for extension" in text:
         return "compile_error"
+    if isinstance(exc, ImportError) and "undefined symbol" in text:  # a built extension that cannot link
+        return "compile_error"
     return "runtime_error"

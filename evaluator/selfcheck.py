@@ -56,7 +56,8 @@ def run_rank(h) -> None:
     base = h_broadcast(h, base)
     for n, pid in enumerate(cfg["selfcheck"]):
         spec = tasks.get(pid)
-        dims = dict((spec.shape(shape_name) if shape_name else spec.shapes[0]).dims)
+        chosen = spec.default_shape if shape_name == "default" else spec.shape(shape_name) if shape_name else spec.shapes[0]
+        dims = dict(chosen.dims)
         h.problem = load_problem({"kind": "suite", "id": pid})
         reference = h.problem.reference
         last = h.rank == h.world - 1

@@ -34,5 +34,6 @@ PROBLEM = Problem(
         Shape("large", {"M": 8192, "N": 4096}),
     ),
     roofline=roofline,
+    world_sizes=(1, 2, 4, 8),
     tolerance=BITWISE,
 )

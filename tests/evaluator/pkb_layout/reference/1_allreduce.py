@@ -1,0 +1,6 @@
+import torch.distributed as dist
+
+
+def solution(tensor):
+    dist.all_reduce(tensor)
+    return tensor

@@ -1,0 +1,11 @@
+"""A miniature of the public suite's input module, for tests: same function and arguments."""
+
+import torch
+
+
+def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0, device=None):
+    torch.manual_seed(7 + problem_id * 1000 + rank + trial * 1_000_003)
+    device = device if device is not None else torch.device("cuda", rank)
+    if problem_id in (1, 2):
+        return (torch.randn(base_shape, dtype=torch.float32).to(device=device, dtype=dtype),)
+    raise ValueError(f"no inputs for problem {problem_id}")

@@ -1,0 +1,3 @@
+def solution(tensor):
+    while True:
+        pass

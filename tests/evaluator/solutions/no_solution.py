@@ -1,0 +1,2 @@
+def not_the_solution(tensor):
+    return tensor

@@ -1,0 +1,62 @@
+"""`python -m evaluator`: exit codes tell a failed solution from a broken evaluator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from evaluator.results import validate
+
+ROOT = Path(__file__).resolve().parents[2]
+SOLUTIONS = Path(__file__).parent / "solutions"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evaluator", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def run_args(solution: Path, tmp_path: Path) -> list[str]:
+    return ["run", "--problem", "allgather", "--solution", str(solution), "--world-size", "2", "--shape", "small",
+            "--warmup", "2", "--iters", "4", "--trials", "2", "--quiet", "--json", str(tmp_path / "result.json")]
+
+
+def test_correct_solution_exits_0_and_writes_the_document(tmp_path):
+    out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "correct" in out.stdout and "timings NOT meaningful" in out.stdout
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["status"] == "correct" and doc["problem"] == "allgather"
+
+
+def test_failed_solution_exits_1(tmp_path):
+    out = cli(*run_args(SOLUTIONS / "allgather_off_by_one.py", tmp_path))
+    assert out.returncode == 1
+    assert "incorrect" in out.stdout and "rank 1" in out.stdout
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert cli("run", "--problem", "no_such_problem", "--solution", str(SOLUTIONS / "zeros.py")).returncode == 2
+    assert cli("run", "--problem", "allgather", "--solution", str(tmp_path / "missing.py")).returncode == 2
+    assert cli("run", "--problem", "allgather", "--solution", str(SOLUTIONS / "zeros.py"), "--world-size", "3").returncode == 2
+
+
+def test_problems_lists_the_suite():
+    out = cli("problems", "--json")
+    assert out.returncode == 0
+    problems = {p["id"]: p for p in json.loads(out.stdout)}
+    assert problems["allgather"]["bitwise"] is True and problems["allreduce"]["pkb_id"] == 1
+    table = cli("problems", "--markdown").stdout
+    assert "| allreduce | 1 | 1 | collective |" in table
+
+
+def test_broken_host_exits_3(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        return  # this host can run gpu mode; the failure cannot be provoked here
+    args = run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path) + ["--mode", "gpu"]
+    out = cli(*args)
+    assert out.returncode == 3
+    assert "gpu mode needs" in out.stdout

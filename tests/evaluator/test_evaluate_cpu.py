@@ -1,0 +1,176 @@
+"""The evaluator end to end in `cpu` mode: right answers pass, every kind of wrong answer is caught
+and named, nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import tasks
+from evaluator.launch import EvaluationRequest, evaluate
+from evaluator.sandbox import descendants
+
+HERE = Path(__file__).parent
+SOLUTIONS = HERE / "solutions"
+FAST = {"warmup": 2, "iters": 6, "trials": 3, "shapes": ["small"], "timeout_s": 60}
+
+
+def run(problem: str, code: str, world_size: int = 2, **overrides) -> dict:
+    settings = {**FAST, **overrides}
+    return evaluate(EvaluationRequest(problem=problem, solution_code=code, world_size=world_size, mode="cpu", **settings))
+
+
+def solution(name: str) -> str:
+    return (SOLUTIONS / f"{name}.py").read_text()
+
+
+def reference(problem: str) -> str:
+    return tasks.reference_source(problem)
+
+
+def no_leftovers() -> bool:
+    return not descendants([os.getpid()])
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("problem", ["allreduce", "allgather"])
+def test_reference_as_solution_is_correct(problem, world_size):
+    doc = run(problem, reference(problem), world_size)
+    assert doc["status"] == "correct", doc["reason"]
+    shape = doc["shapes"][0]
+    assert shape["correct"] is True
+    assert doc["timings_meaningful"] is False
+    for side in ("solution", "reference"):
+        assert len(shape[side]["per_rank"]) == world_size
+        assert all(r["iterations"] == FAST["iters"] for r in shape[side]["per_rank"])
+    assert shape["speedup"] > 0
+    # Same code, same public inputs: identical output digests.
+    assert shape["digests"]["solution"] == shape["digests"]["reference"]
+    assert doc["summary"]["correct"] is True
+    assert no_leftovers()
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("problem", ["allreduce", "allgather"])
+def test_off_by_one_rank_is_incorrect_and_names_the_rank(problem, world_size):
+    doc = run(problem, solution(f"{problem}_off_by_one"), world_size)
+    assert doc["status"] == "incorrect"
+    assert doc["failing_rank"] == world_size - 1
+    assert f"rank {world_size - 1}" in doc["reason"]
+    assert "mismatch at flat index" in doc["reason"] or "not bitwise equal" in doc["reason"]
+
+
+def test_syntax_error_is_compile_error():
+    doc = run("allreduce", solution("syntax_error"))
+    assert doc["status"] == "compile_error"
+    assert "SyntaxError" in doc["reason"]
+
+
+def test_missing_solution_is_compile_error():
+    doc = run("allreduce", solution("no_solution"))
+    assert doc["status"] == "compile_error"
+    assert "solution" in doc["reason"]
+
+
+def test_exception_is_runtime_error_with_traceback():
+    doc = run("allreduce", solution("raises"))
+    assert doc["status"] == "runtime_error"
+    assert "too many resources requested" in doc["reason"]
+    assert "Traceback" in doc["log_tail"] and "in helper" in doc["log_tail"]
+
+
+def test_crash_is_runtime_error_naming_the_rank():
+    doc = run("allreduce", solution("crashes"), timeout_s=60)
+    assert doc["status"] == "runtime_error"
+    assert doc["failing_rank"] == 1
+    assert "SIGABRT" in doc["reason"]
+    assert no_leftovers()
+
+
+@pytest.mark.parametrize("name", ["endless_loop", "deadlock"])
+def test_hang_is_timeout_and_leaves_nothing_running(name):
+    limit = 12.0
+    t0 = time.monotonic()
+    doc = run("allreduce", solution(name), timeout_s=limit)
+    elapsed = time.monotonic() - t0
+    assert doc["status"] == "timeout"
+    assert "did not finish" in doc["reason"]
+    assert elapsed < limit + 8
+    assert no_leftovers()
+
+
+@pytest.mark.parametrize(
+    ("problem", "name", "message"),
+    [
+        ("allreduce", "returns_input", "mismatch"),
+        ("allgather", "zeros", "all zeros"),
+        ("allreduce", "nans", "non-finite"),
+        ("allreduce", "wrong_dtype", "dtype"),
+        ("allreduce", "tensor_subclass", "expected a torch.Tensor"),
+        ("allgather", "modifies_input", "modified input 0"),
+        ("allgather", "pointer_cache", ""),
+    ],
+)
+def test_wrong_outputs_are_incorrect(problem, name, message):
+    doc = run(problem, solution(name))
+    assert doc["status"] == "incorrect", doc["reason"]
+    assert message in doc["reason"]
+
+
+def test_printed_fake_result_is_not_believed():
+    doc = run("allgather", solution("fake_report"))
+    assert doc["status"] == "incorrect"
+    assert doc["summary"]["speedup"] is None
+
+
+def test_forged_message_on_result_channel_is_rejected():
+    doc = run("allreduce", solution("forged_channel"))
+    assert doc["status"] == "rejected"
+    assert "result channel" in doc["reason"]
+
+
+def test_reading_the_seed_channel_is_rejected():
+    doc = run("allreduce", solution("reads_seeds"))
+    assert doc["status"] == "rejected"
+    assert "input channel" in doc["reason"]
+
+
+def test_patching_the_timer_is_rejected():
+    doc = run("allreduce", solution("patches_timer"))
+    assert doc["status"] == "rejected"
+    assert "perf_counter_ns" in doc["reason"]
+
+
+def test_detached_grandchild_is_killed():
+    pid_file = Path(tempfile.gettempdir()) / "pkb-daemon-test.pid"
+    pid_file.unlink(missing_ok=True)
+    doc = run("allreduce", solution("daemon_child"))
+    assert doc["status"] == "correct", doc["reason"]
+    pid = int(pid_file.read_text())
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    pid_file.unlink()
+    assert signal.SIGKILL  # the kill above was the evaluator's, not ours
+
+
+def test_public_suite_layout():
+    code = (HERE / "pkb_layout" / "reference" / "2_allgather.py").read_text()
+    doc = evaluate(EvaluationRequest(problem="2", solution_code=code, world_size=2, mode="cpu", dims={"M": 16, "N": 32},
+                                     pkb_root=str(HERE / "pkb_layout"), warmup=1, iters=3, trials=2))
+    assert doc["status"] == "correct", doc["reason"]
+    assert doc["shapes"][0]["dims"] == {"M": 16, "N": 32}
+    # The public allreduce reference modifies its input in place; that is allowed for it.
+    code = (HERE / "pkb_layout" / "reference" / "1_allreduce.py").read_text()
+    doc = evaluate(EvaluationRequest(problem="1", solution_code=code, world_size=2, mode="cpu", dims={"M": 16, "N": 32},
+                                     pkb_root=str(HERE / "pkb_layout"), warmup=1, iters=3, trials=2))
+    assert doc["status"] == "correct", doc["reason"]
+    bad = solution("allreduce_off_by_one")
+    doc = evaluate(EvaluationRequest(problem="1", solution_code=bad, world_size=2, mode="cpu", dims={"M": 16, "N": 32},
+                                     pkb_root=str(HERE / "pkb_layout"), warmup=1, iters=3, trials=2))
+    assert doc["status"] == "incorrect"
