@@ -1,0 +1,60 @@
+"""The whole problem suite in `cpu` mode: every reference passes as its own solution and a
+perturbed copy of it fails, at world 2 and 4; metadata is complete; the docs table is current."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tasks
+from evaluator.catalog import markdown_table
+from evaluator.selfcheck import run_selfcheck
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_every_reference_passes_and_a_perturbed_copy_fails(world_size):
+    ids = list(tasks.problems())
+    report = run_selfcheck(ids, world_size, "cpu", None, trials=2, timeout_s=1200)
+    assert "error" not in report, report.get("error")
+    bad = {pid: row for pid, row in report["problems"].items()
+           if row["reference"] not in ("correct", "skipped") or row["perturbed"] not in ("incorrect", "skipped")}
+    assert not bad, bad
+    checked = [pid for pid, row in report["problems"].items() if row["reference"] == "correct"]
+    assert len(checked) >= len(ids) - 3, "most problems must run at this world size"
+
+
+def test_problem_metadata_is_complete():
+    problems = tasks.problems()
+    assert len(problems) >= 45
+    for p in problems.values():
+        source = (tasks.ROOT / p.id / "problem.py").read_text()
+        module = ast.parse(source)
+        assert ast.get_docstring(module), f"{p.id}: problem.py needs a docstring deriving its roofline"
+        imported = {n.names[0].name.split(".")[0] for n in ast.walk(module) if isinstance(n, ast.Import)}
+        imported |= {(n.module or "").split(".")[0] for n in ast.walk(module) if isinstance(n, ast.ImportFrom)}
+        assert "torch" not in imported, f"{p.id}: problem.py must not import torch"
+        assert len(p.description) > 80, f"{p.id}: description too short"
+        tols = p.tolerance if isinstance(p.tolerance, tuple) else (p.tolerance,)
+        assert all(t.reason for t in tols), f"{p.id}: every tolerance states its reason"
+        for w in p.world_sizes:
+            for s in p.shapes:
+                phases = p.phases(s.dims, w)
+                assert phases, f"{p.id}: no roofline phases"
+
+
+def test_metadata_imports_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import tasks; print(len(tasks.problems()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_docs_table_is_current():
+    expected = markdown_table(tasks.problems().values())
+    assert (ROOT / "docs" / "problems.md").read_text() == expected, (
+        "docs/problems.md is stale: python -m evaluator problems --markdown > docs/problems.md")
