@@ -38,8 +38,15 @@ PROBLEM = Problem(
     ),
     roofline=roofline,
     world_sizes=(1, 2, 4, 8),
-    # The sum of W bf16 values in a different order differs by a few bf16 ulps of the result:
-    # with inputs ~N(0,1) and W <= 8 the sum is below ~10, where one bf16 ulp is 1/16.
-    tolerance=Tolerance(atol=1e-1, rtol=2e-2, reason="summation order differs between algorithms; a few bf16 ulps"),
+    # Each algorithm rounds its partial sums to bf16 at every step, in its own order: at W=8 the
+    # sums reach ~14, where one bf16 ulp is 1/16, and two correct orders can differ by several.
+    tolerance=Tolerance(
+        atol=0.25,
+        rtol=2e-2,
+        reason=(
+            "sums of W bf16 values rounded in different orders (sequential either way, tree, fp32) measured "
+            "up to 0.077 apart beyond rtol at W=8 on the default shape; about 3x margin"
+        ),
+    ),
     mutates=(0,),
 )
