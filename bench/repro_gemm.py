@@ -1,0 +1,238 @@
+"""Reproducible GEMM benchmark on one GPU: bitwise check against the CPU emulation at every
+shape, then side by side in one run: cuBLAS bf16 (tensor cores: the speed ceiling, not
+reproducible), fp32-resident SGEMM (TF32 off), LayerCast-style (bf16 weights cast to fp32 on every
+call, then SGEMM), and ours (tasks.reproducible). The copy bandwidth (device-to-device copy, bytes
+read plus written) is measured in the same run.
+
+Two times per method: "call", the median of triton.testing.do_bench (L2 flushed before every
+call; includes whatever host launch overhead the GPU waits for), and "device", the median per-call
+time of CUDA-graph replays of many calls that cycle through enough weight copies to miss in L2
+(the kernels alone).
+
+    python bench/repro_gemm.py [--quick] [--sweep] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tasks.reproducible.config import LaunchConfig, launch_config  # noqa: E402
+from tasks.reproducible.cpu_reference import reproducible_matmul_cpu  # noqa: E402
+from tasks.reproducible.gemm import reproducible_matmul  # noqa: E402
+
+# (name, K, N): Llama-3.1-8B and Qwen2.5-7B layer shapes, K x N = in x out features.
+SHAPES = [
+    ("llama gate/up", 4096, 14336),
+    ("llama down", 14336, 4096),
+    ("llama q/o", 4096, 4096),
+    ("llama lm_head", 4096, 128256),
+    ("qwen gate/up", 3584, 18944),
+    ("qwen down", 18944, 3584),
+    ("qwen qkv", 3584, 4608),
+]
+DECODE_M = (1, 4, 16)
+SMALL_M = (64,)
+PREFILL_M = (512, 4096)
+PREFILL_SHAPES = ("llama gate/up", "llama down", "llama q/o", "qwen gate/up")
+
+SWEEP = {
+    "prefill": [
+        LaunchConfig("sgemm"),
+        LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_warps=4, num_stages=3),
+        LaunchConfig("tile", block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=3),
+    ],
+    "small": [
+        LaunchConfig("gemv"),
+        LaunchConfig("sgemm"),
+        LaunchConfig("tile", block_m=64, block_n=128, block_k=32, num_warps=4, num_stages=3, split_parallel=True),
+    ],
+    "decode": [
+        LaunchConfig("gemv"),
+        LaunchConfig("tile", block_m=16, block_n=128, block_k=64, num_warps=4, num_stages=4, split_parallel=True),
+    ],
+}
+
+
+def bench_ms(fn) -> float:
+    import triton
+
+    return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")
+
+
+L2_BYTES = 60 * 2**20
+
+
+def graph_ms(calls: list, reps: int) -> float:
+    """Median per-call device time of `reps` calls (cycling through `calls`) captured in one CUDA
+    graph, over 5 replays."""
+    for c in calls:
+        c()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(reps):
+            calls[i % len(calls)]()
+    graph.replay()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / reps)
+    del graph
+    return sorted(times)[2]
+
+
+def time_methods(x: torch.Tensor, wb: torch.Tensor, wf: torch.Tensor, copies: list) -> dict[str, float]:
+    """Median ms of the four ways to compute x @ W.T (x bf16, wb the bf16 weight, wf its fp32
+    copy): call times, then device times (graph replays over `copies`, [(bf16, fp32), ...])."""
+    xf = x.float()
+    t = {
+        "cublas_bf16": bench_ms(lambda: F.linear(x, wb)),
+        "sgemm_fp32": bench_ms(lambda: F.linear(xf, wf)),
+        "layercast": bench_ms(lambda: F.linear(x.float(), wb.float())),
+        "ours": bench_ms(lambda: reproducible_matmul(x, wb)),
+    }
+    reps = max(2, min(24, int(30 / max(t["sgemm_fp32"], 1e-3))))
+    t["dev_cublas_bf16"] = graph_ms([lambda b=b: F.linear(x, b) for b, _ in copies], reps)
+    t["dev_sgemm_fp32"] = graph_ms([lambda f=f: F.linear(xf, f) for _, f in copies], reps)
+    t["dev_layercast"] = graph_ms([lambda b=b: F.linear(x.float(), b.float()) for b, _ in copies], reps)
+    t["dev_ours"] = graph_ms([lambda b=b: reproducible_matmul(x, b) for b, _ in copies], reps)
+    return t
+
+
+def time_config(x: torch.Tensor, wb: torch.Tensor, cfg: LaunchConfig) -> float:
+    """Device time (graph replay) of one launch configuration."""
+    call = bench_ms(lambda: reproducible_matmul(x, wb, config=cfg))
+    return graph_ms([lambda: reproducible_matmul(x, wb, config=cfg)], max(2, min(24, int(30 / max(call, 1e-3)))))
+
+
+def copy_bandwidth() -> float:
+    """Bytes read plus written per second by a 2 GiB device-to-device copy."""
+    src = torch.randn(2**29, device="cuda")
+    dst = torch.empty_like(src)
+    ms = bench_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def check_bitwise(x: torch.Tensor, w: torch.Tensor, ours: torch.Tensor, gen: torch.Generator) -> tuple[bool, str]:
+    """Compare sampled rows and columns of ours with the CPU emulation, bit for bit."""
+    m, n = ours.shape
+    rows = list(range(m)) if m <= 16 else [0, m // 2, m - 1]
+    cols = torch.arange(n) if n <= 1024 else torch.randperm(n, generator=gen)[:1024].sort().values
+    want = reproducible_matmul_cpu(x[rows].cpu(), w[cols.to(w.device)].cpu())
+    got = ours[rows][:, cols.to(ours.device)].cpu()
+    same = torch.equal(want.view(torch.int32), got.view(torch.int32))
+    return same, f"{len(rows)}x{len(cols)}"
+
+
+def run(args) -> dict:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_num_threads(min(16, os.cpu_count() or 1))
+    dev = torch.device("cuda")
+    gen = torch.Generator().manual_seed(0)
+    bw = copy_bandwidth()
+    print(
+        f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, copy bandwidth {bw / 1e12:.2f} TB/s",
+        flush=True,
+    )
+    results = {"device": torch.cuda.get_device_name(), "copy_bw": bw, "rows": [], "sweep": []}
+
+    cases = []
+    for name, k, n in SHAPES:
+        for m in DECODE_M + SMALL_M:
+            cases.append((name, k, n, m))
+        if name in PREFILL_SHAPES:
+            for m in PREFILL_M:
+                cases.append((name, k, n, m))
+    if args.quick:
+        cases = [c for c in cases if c[3] in (1, 16, 4096) and c[0] in ("llama gate/up", "llama down")]
+
+    weights = {}
+    for name, k, n, m in cases:
+        if (k, n) not in weights:
+            weights.clear()
+            wb = (torch.randn(n, k, device=dev) * k**-0.5).to(torch.bfloat16)
+            n_copies = max(1, -(-3 * L2_BYTES // (n * k * 2)))
+            weights[(k, n)] = [(wb, wb.float())] + [(wb.clone(), wb.float()) for _ in range(n_copies - 1)]
+        copies = weights[(k, n)]
+        wb, wf = copies[0]
+        x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+        ours = reproducible_matmul(x, wb)
+        t0 = time.time()
+        ok, sample = check_bitwise(x, wb, ours, gen)
+        check_s = time.time() - t0
+        again = reproducible_matmul(x, wb)
+        repeat_ok = torch.equal(again.view(torch.int32), ours.view(torch.int32))
+        t = time_methods(x, wb, wf, copies)
+        cfg = launch_config(m, n, k)
+        row = {"shape": name, "K": k, "N": n, "M": m, "ms": t, "bitwise_vs_cpu": ok, "repeat_identical": repeat_ok,
+               "sample": sample, "config": str(cfg), "check_s": check_s}  # fmt: skip
+        results["rows"].append(row)
+        wbytes = n * k * 2
+        dev_gbs = wbytes / (t["dev_ours"] * 1e-3) / 1e9
+        tflops = 2 * m * n * k / (t["dev_ours"] * 1e-3) / 1e12
+        print(
+            f"{name:14s} K={k:5d} N={n:6d} M={m:4d} | device us: cuBLAS bf16 {t['dev_cublas_bf16'] * 1e3:8.1f} "
+            f"SGEMM {t['dev_sgemm_fp32'] * 1e3:8.1f} LayerCast {t['dev_layercast'] * 1e3:8.1f} ours "
+            f"{t['dev_ours'] * 1e3:8.1f} ({dev_gbs:5.0f} GB/s = {100 * dev_gbs * 1e9 / bw:5.1f}% copy bw, "
+            f"{tflops:5.1f} TFLOP/s; vs LayerCast {t['dev_layercast'] / t['dev_ours']:5.2f}x) | call us: "
+            f"cuBLAS {t['cublas_bf16'] * 1e3:8.1f} LayerCast {t['layercast'] * 1e3:8.1f} ours {t['ours'] * 1e3:8.1f} "
+            f"(vs LayerCast {t['layercast'] / t['ours']:5.2f}x) | bitwise {'yes' if ok else 'NO'} ({sample}), "
+            f"repeat {'yes' if repeat_ok else 'NO'}",
+            flush=True,
+        )
+
+    if args.sweep:
+        sweep_cases = [("decode", 4096, 14336, 1), ("decode", 14336, 4096, 16), ("small", 4096, 14336, 64),
+                       ("prefill", 4096, 4096, 4096), ("prefill", 4096, 14336, 4096), ("prefill", 14336, 4096, 512)]  # fmt: skip
+        for bucket, k, n, m in sweep_cases:
+            wb = (torch.randn(n, k, device=dev) * k**-0.5).to(torch.bfloat16)
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            base = reproducible_matmul(x, wb)
+            for cfg in SWEEP[bucket]:
+                try:
+                    y = reproducible_matmul(x, wb, config=cfg)
+                    same = torch.equal(y.view(torch.int32), base.view(torch.int32))
+                    ms = time_config(x, wb, cfg)
+                except Exception as exc:  # noqa: BLE001 - a config that fails to build is reported, not fatal
+                    print(f"sweep {bucket} K={k} N={n} M={m} {cfg}: FAILED {type(exc).__name__}: {exc}", flush=True)
+                    continue
+                tflops = 2 * m * n * k / (ms * 1e-3) / 1e12
+                results["sweep"].append(
+                    {"bucket": bucket, "K": k, "N": n, "M": m, "config": str(cfg), "ms": ms, "same_bits": same}
+                )
+                print(f"sweep {bucket:7s} K={k:5d} N={n:6d} M={m:4d} {ms * 1e3:9.1f} us {tflops:5.1f} TFLOP/s "
+                      f"same bits {same} {cfg}", flush=True)  # fmt: skip
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few shapes only")
+    parser.add_argument("--sweep", action="store_true", help="also time alternative launch configurations")
+    parser.add_argument("--json", help="write all figures to this file")
+    args = parser.parse_args()
+    results = run(args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    bad = [r for r in results["rows"] if not (r["bitwise_vs_cpu"] and r["repeat_identical"])]
+    print(f"{len(results['rows'])} shapes, {len(bad)} not bitwise equal to the CPU emulation")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The fixed configuration table and the reduction order it implies.
+
+The order (every path — CPU emulation, CUDA GEMV, Triton tiles — computes exactly this):
+
+    C = CHUNK (512), S = split_count(K) = ceil(K / C)
+    for each output (m, n) and each chunk s in 0..S-1:
+        p_s = +0.0
+        for k in s*C .. min((s+1)*C, K) - 1, ascending:
+            p_s = fma(x[m, k], w[n, k], p_s)          # IEEE fp32, one rounding
+    y = p_0; then y = y + p_s for s = 1..S-1            # fp32 adds, index order
+    if bias: y = y + b[n]
+    NaN outputs are stored as the canonical quiet NaN 0x7FC00000
+
+x and w are upcast to fp32 exactly (bf16/fp16 -> fp32 is exact); subnormals are kept (no
+flush-to-zero anywhere). Nothing in the order depends on M, N, the GPU, or the launch
+configuration, so a row computed in any batch equals that row computed alone, and any launch
+configuration below gives the same bits: the configuration only decides speed.
+
+Padding inside a block is neutral: padded k positions multiply x = -0.0 by w = +0.0, a product of
+-0.0, and adding -0.0 leaves every fp32 value (including +0.0 and -0.0) unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Chunk length of the K split. A constant, so the split count depends on K alone. 512 keeps the
+# partial traffic of decode at M=16 near 4*M/CHUNK = 12% of the weight bytes while giving a
+# 4096-row layer 8 chunks, enough independent chains to fill the GPU.
+CHUNK = 512
+
+# Rows of x one CUDA GEMV program keeps in registers (the decode kernel is instantiated for each).
+GEMV_ROWS = (1, 2, 4, 8, 16)
+
+
+def split_count(k: int) -> int:
+    """Number of chunks of the K reduction: a function of K alone."""
+    if k < 1:
+        raise ValueError(f"K must be >= 1, got {k}")
+    return (k + CHUNK - 1) // CHUNK
+
+
+def chunk_bounds(k: int) -> list[tuple[int, int]]:
+    """[(k_begin, k_end), ...] of every chunk, in combination order."""
+    return [(s * CHUNK, min((s + 1) * CHUNK, k)) for s in range(split_count(k))]
+
+
+def m_bucket(m: int) -> str:
+    """decode (M <= 16), small (M <= 64) or prefill."""
+    if m < 1:
+        raise ValueError(f"M must be >= 1, got {m}")
+    if m <= 16:
+        return "decode"
+    if m <= 64:
+        return "small"
+    return "prefill"
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How one problem is launched. None of these fields changes the bits of the result.
+
+    kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program),
+    "sgemm" (CUDA C++, 128 x 128 register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the
+    block_* fields, warps and stages apply to it). split_parallel: chunks run in separate
+    programs and a second kernel adds their partials in index order; otherwise one program walks
+    every chunk of its tile in order and adds them as it goes.
+    """
+
+    kernel: str
+    block_m: int = 16
+    block_n: int = 128
+    block_k: int = 32
+    num_warps: int = 4
+    num_stages: int = 3
+    split_parallel: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kernel not in ("gemv", "sgemm", "tile"):
+            raise ValueError(f"unknown kernel {self.kernel!r}")
+        if self.kernel == "tile":
+            for name in ("block_m", "block_n", "block_k"):
+                v = getattr(self, name)
+                if v < 16 or v & (v - 1):
+                    raise ValueError(f"{name} must be a power of two >= 16, got {v}")
+            if CHUNK % self.block_k:
+                raise ValueError(f"block_k {self.block_k} must divide the chunk length {CHUNK}")
+
+
+# Per bucket: the default launch, chosen by timing on an H200 (bench/repro_gemm.py --sweep; the
+# figures are in bench/NOTES.md).
+DEFAULTS: dict[str, LaunchConfig] = {
+    "decode": LaunchConfig("gemv"),
+    "small": LaunchConfig("gemv"),
+    "prefill": LaunchConfig("sgemm"),
+}
+
+# Per (bucket, N, K) exceptions, for the Llama-3.1-8B-like and Qwen-like layer shapes.
+TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
+
+# Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
+# a multiple of 8 for the SGEMM).
+DECODE_TILE = LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps=4, num_stages=3, split_parallel=True)
+PREFILL_TILE = LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_warps=4, num_stages=3)
+
+
+def launch_config(m: int, n: int, k: int) -> LaunchConfig:
+    """The launch for an (M, N, K) problem: a pure function of the shape."""
+    bucket = m_bucket(m)
+    return TABLE.get((bucket, n, k), DEFAULTS[bucket])

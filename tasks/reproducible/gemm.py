@@ -1,0 +1,86 @@
+"""`reproducible_matmul`: fp32 x @ w.T (+ b) in the order of config.py, on any device.
+
+CPU tensors go through the exact emulation (cpu_reference.py). CUDA tensors go through the
+kernel the configuration table names for the shape: the CUDA GEMV for decode and small batches,
+the CUDA SGEMM for prefill, Triton tiles where a weight's layout suits neither. Every path computes the same bits; the table only decides speed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from tasks.reproducible import cuda_kernels, triton_gemm
+from tasks.reproducible.config import DECODE_TILE, PREFILL_TILE, LaunchConfig, launch_config
+from tasks.reproducible.cpu_reference import reproducible_bmm_cpu, reproducible_matmul_cpu
+
+WEIGHT_DTYPES = (torch.bfloat16, torch.float16)
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def reproducible_matmul(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, config: LaunchConfig | None = None
+) -> torch.Tensor:
+    """fp32 [..., N] for x [..., K] (fp32/bf16/fp16) and weight [N, K] (bf16/fp16).
+
+    `config` overrides the table's launch (tests use it to show the launch does not matter).
+    """
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
+    if weight.dtype not in WEIGHT_DTYPES:
+        raise TypeError(
+            f"weight must be bfloat16 or float16 (loaded as 16-bit, upcast in registers), got {weight.dtype}"
+        )
+    if x.dtype not in INPUT_DTYPES:
+        raise TypeError(f"x must be float32, bfloat16 or float16, got {x.dtype}")
+    n, k = weight.shape
+    if x.shape[-1] != k:
+        raise ValueError(f"x has {x.shape[-1]} features, weight expects {k}")
+    if bias is not None and bias.shape != (n,):
+        raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
+    if x.device != weight.device or (bias is not None and bias.device != weight.device):
+        raise ValueError("x, weight and bias must be on one device")
+    lead = x.shape[:-1]
+    if x.device.type == "cpu":
+        return reproducible_matmul_cpu(x, weight, bias)
+    if x.device.type != "cuda":
+        raise ValueError(f"unsupported device {x.device}")
+    x2 = x.reshape(-1, k)
+    m = x2.shape[0]
+    if m == 0:
+        return torch.empty(*lead, n, dtype=torch.float32, device=x.device)
+    if x.device.index != torch.cuda.current_device():
+        with torch.cuda.device(x.device):
+            return reproducible_matmul(x, weight, bias, config=config)
+    cfg = config or launch_config(m, n, k)
+    if cfg.kernel == "gemv" and not _gemv_ok(weight, m):
+        cfg = DECODE_TILE
+    if cfg.kernel == "sgemm" and (k % 8 or not cuda_kernels.gemv_supports(weight)):
+        cfg = PREFILL_TILE
+    if cfg.kernel == "gemv":
+        out = cuda_kernels.gemv(x2, weight, bias)
+    elif cfg.kernel == "sgemm":
+        out = cuda_kernels.sgemm(x2, weight, bias)
+    else:
+        out, _ = triton_gemm.tile_matmul(x2, weight, bias, cfg)
+    return out.reshape(*lead, n)
+
+
+def reproducible_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """fp32 [B, M, N]: for each b, reproducible_matmul(x[b], weight[b]). One emulation for the
+    whole batch on the CPU; one kernel launch per entry on the GPU (same bits either way)."""
+    if x.dim() != 3 or weight.dim() != 3 or x.shape[0] != weight.shape[0]:
+        raise ValueError(f"need x [B, M, K] and weight [B, N, K], got {tuple(x.shape)} and {tuple(weight.shape)}")
+    if x.device.type == "cpu":
+        if weight.dtype not in WEIGHT_DTYPES:
+            raise TypeError(f"weight must be bfloat16 or float16, got {weight.dtype}")
+        return reproducible_bmm_cpu(x, weight)
+    if weight.dtype not in WEIGHT_DTYPES:
+        raise TypeError(f"weight must be bfloat16 or float16, got {weight.dtype}")
+    with torch.cuda.device(x.device):
+        if x.shape[1] <= 16 and cuda_kernels.gemv_supports(weight):
+            return cuda_kernels.gemv_batched(x, weight)
+        return torch.stack([reproducible_matmul(x[b], weight[b]) for b in range(x.shape[0])])
+
+
+def _gemv_ok(weight: torch.Tensor, m: int) -> bool:
+    return m <= 64 and cuda_kernels.gemv_supports(weight)

@@ -1,0 +1,268 @@
+"""GPU tests of the reproducibility track: kernels bitwise equal to the CPU emulation over random
+shapes and special values, batch invariance, independence from the launch configuration, a PTX
+audit, the symmetric-memory all-reduce, and the three problems' references (CPU == GPU)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from tasks.reproducible.config import LaunchConfig
+from tasks.reproducible.cpu_reference import CANONICAL_NAN_BITS, reproducible_bmm_cpu, reproducible_matmul_cpu
+from tasks.reproducible.gemm import reproducible_bmm, reproducible_matmul
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+GEMV = LaunchConfig("gemv")
+SGEMM = LaunchConfig("sgemm")
+TILES = [
+    LaunchConfig("tile", block_m=16, block_n=16, block_k=16, num_warps=1, num_stages=1),
+    LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps=4, num_stages=3, split_parallel=True),
+    LaunchConfig("tile", block_m=32, block_n=32, block_k=64, num_warps=2, num_stages=2, split_parallel=True),
+    LaunchConfig("tile", block_m=64, block_n=64, block_k=32, num_warps=4, num_stages=3),
+    LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_warps=8, num_stages=3),
+    LaunchConfig("tile", block_m=64, block_n=256, block_k=16, num_warps=8, num_stages=2),
+]
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().cpu().view(torch.int32)
+
+
+def assert_same_bits(got: torch.Tensor, want: torch.Tensor, what: str = "") -> None:
+    got, want = got.detach().cpu(), want.detach().cpu()
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    diff = (bits(got) != bits(want)).nonzero()
+    if diff.numel():
+        i = tuple(diff[0].tolist())
+        pytest.fail(
+            f"{what}: {diff.shape[0]} of {got.numel()} differ; first {i}: {got[i].item()!r} vs {want[i].item()!r}"
+        )
+
+
+def run_all(x, w, b, configs, what):
+    want = reproducible_matmul_cpu(x, w, b)
+    xc, wc = x.cuda(), w.cuda()
+    bc = b.cuda() if b is not None else None
+    for cfg in configs:
+        assert_same_bits(reproducible_matmul(xc, wc, bc, config=cfg), want, f"{what} {cfg}")
+    assert_same_bits(reproducible_matmul(xc, wc, bc), want, f"{what} table")
+    return want
+
+
+def random_case(m, n, k, seed, wdtype=torch.bfloat16, xdtype=torch.bfloat16, bias=True):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(m, k, generator=g).to(xdtype)
+    w = (torch.randn(n, k, generator=g) * k**-0.5).to(wdtype)
+    b = torch.randn(n, generator=g).to(torch.bfloat16) if bias else None
+    return x, w, b
+
+
+def test_random_shapes_match_the_cpu_emulation():
+    g = torch.Generator().manual_seed(2024)
+    ms, ns, ks = (
+        [1, 2, 3, 5, 8, 13, 16, 17, 40, 64, 100],
+        [1, 7, 64, 130, 500],
+        [1, 5, 8, 100, 511, 513, 777, 1030, 2100],
+    )
+    for i in range(14):
+        m = ms[int(torch.randint(len(ms), (1,), generator=g))]
+        n = ns[int(torch.randint(len(ns), (1,), generator=g))]
+        k = ks[int(torch.randint(len(ks), (1,), generator=g))]
+        wdtype = torch.float16 if i % 3 == 0 else torch.bfloat16
+        xdtype = torch.float32 if i % 2 else torch.bfloat16
+        x, w, b = random_case(m, n, k, seed=i, wdtype=wdtype, xdtype=xdtype, bias=i % 4 != 1)
+        configs = ([GEMV] if m <= 64 else []) + TILES[:3] + [SGEMM]
+        run_all(x, w, b, configs, f"M={m} N={n} K={k} w={wdtype} x={xdtype}")
+
+
+def test_llama_shapes_sampled():
+    # Realistic K with a few rows and columns (the CPU side stays fast).
+    for n, k in ((4096, 4096), (4096, 14336), (128, 4096)):
+        x, w, b = random_case(3, 96, k, seed=n + k)
+        run_all(x, w, b, [GEMV, SGEMM, TILES[1], TILES[4]], f"K={k}")
+
+
+def test_special_values():
+    k = 1100
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, k, generator=g)
+    w = torch.randn(40, k, generator=g)
+    # subnormal activations and weights (bf16 has fp32's exponent range)
+    x[0] = torch.randn(k, generator=g) * 2.0**-128
+    w[0] = torch.randn(k, generator=g) * 2.0**-130
+    w[1] = torch.randn(k, generator=g) * 2.0**-20  # products with x[0] underflow to subnormals or zero
+    # signed zeros
+    x[1, ::3] = -0.0
+    w[2] = -0.0
+    w[3, ::2] = 0.0
+    # infinities and NaN in different chunks
+    w[4, 10] = math.inf
+    w[5, 10], w[5, 600] = math.inf, -math.inf
+    w[6, 1050] = math.nan
+    x[2, 700] = -math.inf
+    x[3, 5] = math.nan
+    # overflow of the fp32 chain
+    w[7] = 3e38
+    x[4] = 3e38
+    xb, wb = x.bfloat16(), w.bfloat16()
+    want = run_all(xb, wb, None, [GEMV, SGEMM, *TILES], "special values")
+    assert math.isinf(want[4, 7].item())
+    assert bits(want)[0, 6].item() == CANONICAL_NAN_BITS  # x * NaN
+
+
+def test_underflowed_chunks_keep_negative_zero():
+    # Every chunk chain ends at -0.0 (products underflow); padding the last chunk must not turn
+    # it into +0.0 on any path.
+    k = 700
+    x = torch.full((3, k), 1e-30).bfloat16()
+    w = torch.full((20, k), -1e-30).bfloat16()
+    want = run_all(x, w, None, [GEMV, SGEMM, *TILES], "underflow")
+    assert want[0, 0].item() == 0 and math.copysign(1.0, want[0, 0].item()) < 0
+
+
+def test_batch_invariance_across_kernels():
+    x, w, b = random_case(600, 300, 1500, seed=9)
+    xc, wc, bc = x.cuda(), w.cuda(), b.cuda()
+    full = reproducible_matmul(xc, wc, bc)  # prefill: the SGEMM
+    assert_same_bits(reproducible_matmul(xc, wc, bc, config=TILES[4]), full, "Triton prefill tile")
+    rows = [0, 1, 15, 16, 63, 64, 299, 599]
+    for i in rows:
+        assert_same_bits(reproducible_matmul(xc[i : i + 1], wc, bc), full[i : i + 1], f"row {i} alone")
+    for lo, hi in ((0, 7), (5, 21), (64, 128), (100, 164), (0, 300)):
+        assert_same_bits(reproducible_matmul(xc[lo:hi], wc, bc), full[lo:hi], f"rows {lo}:{hi}")
+    assert_same_bits(full[[0, 599]], reproducible_matmul_cpu(x[[0, 599]], w, b), "vs CPU")
+
+
+def test_launch_configuration_does_not_change_bits():
+    x, w, b = random_case(33, 300, 1500, seed=3)
+    xc, wc, bc = x.cuda(), w.cuda(), b.cuda()
+    first = reproducible_matmul(xc, wc, bc, config=TILES[0])
+    extra = [
+        LaunchConfig("tile", block_m=32, block_n=128, block_k=128, num_warps=4, num_stages=4),
+        LaunchConfig("tile", block_m=16, block_n=32, block_k=16, num_warps=2, num_stages=2, split_parallel=True),
+    ]
+    for cfg in [GEMV, SGEMM, *TILES[1:], *extra]:
+        assert_same_bits(reproducible_matmul(xc, wc, bc, config=cfg), first, str(cfg))
+    # non-contiguous operands (strided views) give the same bits
+    xt = torch.empty(1500, 33, dtype=x.dtype, device="cuda").t()
+    xt.copy_(xc)
+    assert_same_bits(reproducible_matmul(xt, wc, bc, config=TILES[3]), first, "strided x")
+    assert_same_bits(reproducible_matmul(xc, wc, bc), reproducible_matmul_cpu(x, w, b), "vs CPU")
+
+
+def test_batched_gemv_matches_the_emulation():
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(12, 4, 128, generator=g)
+    cache = torch.randn(12, 40, 128, generator=g).bfloat16()  # rows 0..36 used: K = 128, N = 37
+    want = reproducible_bmm_cpu(q, cache[:, :37])
+    assert_same_bits(reproducible_bmm(q.cuda(), cache.cuda()[:, :37]), want, "scores")
+    # transposed values with a row stride larger than K (a cache with spare capacity)
+    vt = torch.randn(12, 128, 1000, generator=g).bfloat16()
+    p = torch.rand(12, 4, 613, generator=g)
+    want = reproducible_bmm_cpu(p, vt[:, :, :613])
+    assert_same_bits(reproducible_bmm(p.cuda(), vt.cuda()[:, :, :613]), want, "values")
+
+
+AUDIT_FORBIDDEN = re.compile(r"\b(?:w?mma|hmma)\b|\.tf32|\bwgmma")
+
+
+def _audit(ptx: str, what: str) -> None:
+    assert "fma.rn.f32" in ptx, f"{what}: no fma.rn.f32"
+    assert not AUDIT_FORBIDDEN.search(ptx), (
+        f"{what}: tensor-core or TF32 instruction: {AUDIT_FORBIDDEN.search(ptx).group(0)}"
+    )
+    f32_ftz = [line for line in ptx.splitlines() if ".ftz" in line and ".f32" in line]
+    assert not f32_ftz, f"{what}: flush-to-zero arithmetic: {f32_ftz[:3]}"
+
+
+def test_ptx_audit():
+    from tasks.reproducible import cuda_kernels, triton_gemm
+
+    x, w, b = random_case(20, 64, 600, seed=1)
+    for cfg in (TILES[1], TILES[4]):
+        _, compiled = triton_gemm.tile_matmul(x.cuda(), w.cuda(), b.cuda(), cfg)
+        _audit(compiled.asm["ptx"], f"triton {cfg}")
+    gemv_ptx = cuda_kernels.ptx()
+    _audit(gemv_ptx, "cuda gemv")
+    # The CUDA module is built with -fmad=false: no multiply may be contracted behind our back,
+    # and every fp32 add is an explicit round-to-nearest add.
+    assert not re.search(r"\badd\.f32\b|\bmul\.f32\b", gemv_ptx)
+
+
+# --- distributed: two ranks on one GPU (shared-GPU mode) ------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+PROBLEM_DIMS = {
+    "repro_linear": [{"M": 4, "N": 64, "K": 200}, {"M": 5, "N": 256, "K": 1300}, {"M": 80, "N": 96, "K": 700}],
+    "repro_tp_row_linear": [{"M": 4, "N": 64, "K": 256}, {"M": 3, "N": 200, "K": 2050}],
+    "repro_decode_block": [
+        {"B": 2, "D": 128, "H": 8, "KVH": 8, "F": 256, "T": 16},
+        {"B": 3, "D": 256, "H": 8, "KVH": 4, "F": 512, "T": 600},
+    ],
+}
+
+
+def _gpu_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+    import torch.distributed as dist
+
+    from tasks import load_reference
+    from tasks.reproducible.allreduce import deterministic_all_reduce
+    from tasks.spec import InputContext
+
+    torch.cuda.set_device(0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    report = []
+    p = (torch.randn(1000, generator=torch.Generator().manual_seed(rank)) * 10).cuda()
+    a = deterministic_all_reduce(p, method="symm")
+    bref = deterministic_all_reduce(p, method="gather")
+    report.append(("allreduce symm == gather", torch.equal(bits(a), bits(bref))))
+    for pid, dim_list in PROBLEM_DIMS.items():
+        ref = load_reference(pid)
+        for dims in dim_list:
+            rng = torch.Generator().manual_seed(11 + rank)
+            shared = torch.Generator().manual_seed(5)
+            ctx = InputContext(rank, world, dims, torch.bfloat16, torch.device("cpu"), rng, shared)
+            inputs = ref.make_inputs(ctx)
+            cpu_out = ref.solution(*inputs)
+            gpu_out = ref.solution(*[t.cuda() if isinstance(t, torch.Tensor) else t for t in inputs])
+            same = torch.equal(bits(cpu_out), bits(gpu_out))
+            report.append((f"{pid} {dims} cpu == gpu", same))
+            torch.save(gpu_out.cpu(), os.path.join(out_dir, f"{pid}-{len(report)}-rank{rank}.pt"))
+    torch.save(report, os.path.join(out_dir, f"report{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def test_problems_and_allreduce_bitwise_cpu_vs_gpu(tmp_path):
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_gpu_worker, args=(r, 2, port, str(tmp_path))) for r in range(2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(600)
+    assert [proc.exitcode for proc in procs] == [0, 0]
+    for rank in range(2):
+        report = torch.load(tmp_path / f"report{rank}.pt")
+        failed = [name for name, ok in report if not ok]
+        assert not failed, f"rank {rank}: {failed}"
+    # row-parallel problems: both ranks hold the same bits
+    for name in os.listdir(tmp_path):
+        if name.startswith(("repro_tp_row_linear", "repro_decode_block")) and name.endswith("rank0.pt"):
+            r0 = torch.load(tmp_path / name)
+            r1 = torch.load(tmp_path / name.replace("rank0", "rank1"))
+            assert torch.equal(bits(r0), bits(r1)), name
