@@ -3,6 +3,7 @@ non-finite values, all-zero outputs, untouched inputs; clones and digests of nes
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -13,9 +14,12 @@ from tasks.spec import Tolerance
 
 
 def clone_tree(value: Any) -> Any:
-    """Deep copy of tensors inside tuples/lists/dicts; other objects (scalars, groups) shared."""
+    """Deep copy of tensors and modules inside tuples/lists/dicts; other objects (scalars,
+    process groups) shared."""
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
+    if isinstance(value, torch.nn.Module):
+        return copy.deepcopy(value)
     if isinstance(value, tuple):
         return tuple(clone_tree(v) for v in value)
     if isinstance(value, list):
@@ -26,7 +30,7 @@ def clone_tree(value: Any) -> Any:
 
 
 def to_device(value: Any, device: torch.device) -> Any:
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, torch.nn.Module)):
         return value.to(device)
     if isinstance(value, (tuple, list)):
         return type(value)(to_device(v, device) for v in value)
@@ -35,21 +39,25 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
-def copy_tree_(dst: Any, src: Any) -> None:
-    """Overwrite the tensors of `dst` in place with those of `src` (same structure)."""
-    if isinstance(dst, torch.Tensor):
-        dst.copy_(src)
-    elif isinstance(dst, (tuple, list)):
-        for d, s in zip(dst, src):
-            copy_tree_(d, s)
-    elif isinstance(dst, dict):
-        for k in dst:
-            copy_tree_(dst[k], src[k])
+def reuse_storage(old: Any, fresh: Any) -> Any:
+    """`fresh`, with each tensor that matches one of `old` in shape and dtype written into that
+    old tensor (same address) instead. Non-tensor leaves come from `fresh`."""
+    if isinstance(fresh, torch.Tensor):
+        if isinstance(old, torch.Tensor) and old.shape == fresh.shape and old.dtype == fresh.dtype:
+            return old.copy_(fresh)
+        return fresh
+    if isinstance(fresh, (tuple, list)) and isinstance(old, (tuple, list)) and len(old) == len(fresh):
+        return type(fresh)(reuse_storage(o, f) for o, f in zip(old, fresh))
+    if isinstance(fresh, dict) and isinstance(old, dict) and old.keys() == fresh.keys():
+        return {k: reuse_storage(old[k], fresh[k]) for k in fresh}
+    return fresh
 
 
 def tensors(value: Any) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]
+    if isinstance(value, torch.nn.Module):
+        return [*value.parameters(), *value.buffers()]
     if isinstance(value, (tuple, list)):
         return [t for v in value for t in tensors(v)]
     if isinstance(value, dict):
@@ -155,6 +163,22 @@ def compare_outputs(got: Any, expected: Any, tolerance_for: Callable[[int], Tole
                 return f"{where}: got {g!r}, expected {e!r}", float("nan")
         elif g != e or type(g) is not type(e):
             return f"{where}: got {g!r}, expected {e!r}", float("nan")
+    return None, worst
+
+
+def compare_inplace(solution_inputs: Any, reference_inputs: Any, mutated: tuple[int, ...], n_outputs: int,
+                    tolerance_for: Callable[[int], Tolerance]) -> tuple[str | None, float]:
+    """The inputs a problem modifies in place are results too: compare the solution's with the
+    reference's. Their tolerances follow the outputs' (index n_outputs + j for the j-th)."""
+    worst = 0.0
+    for j, i in enumerate(mutated):
+        got = [t for t in tensors(solution_inputs[i])]
+        exp = [t for t in tensors(reference_inputs[i])]
+        for k, (g, e) in enumerate(zip(got, exp)):
+            message, err = _compare_tensor(g, e, tolerance_for(n_outputs + j), f"in-place input {i}" + (f"[{k}]" if len(exp) > 1 else ""))
+            if message:
+                return message, err
+            worst = max(worst, err)
     return None, worst
 
 

@@ -132,7 +132,7 @@ def cmd_problems(args, console: Console) -> int:
     if args.markdown:
         from evaluator.catalog import markdown_table
 
-        print(markdown_table(problems.values()))
+        print(markdown_table(problems.values()), end="")
         return EXIT_CORRECT
     if args.json:
         from evaluator.catalog import problem_dict

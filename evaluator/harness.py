@@ -215,8 +215,7 @@ class Harness:
         existing tensors first (same addresses), so a cache keyed on pointers returns stale results."""
         fresh = self.inputs(dims, seed_msg["seed"], seed_msg["shared_seed"])
         if reuse is not None:
-            checks.copy_tree_(reuse, fresh)
-            fresh = reuse
+            fresh = checks.reuse_storage(reuse, fresh)
         pristine = checks.clone_tree(fresh)
         ref_inputs = checks.clone_tree(fresh)
         failure = None
@@ -237,6 +236,11 @@ class Harness:
             message, max_err = checks.compare_outputs(out, expected, self.problem.tolerance_for)
             if message is None:
                 message = checks.changed_inputs(pristine, fresh, allowed)
+            if message is None:
+                n_outputs = len(expected) if isinstance(expected, (tuple, list)) else 1
+                message, inplace_err = checks.compare_inplace(fresh, ref_inputs, allowed, n_outputs,
+                                                              self.problem.tolerance_for)
+                max_err = max(max_err, inplace_err)
             if message is not None:
                 failure = Verdict("incorrect", message)
         except Verdict as verdict:

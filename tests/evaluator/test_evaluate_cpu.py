@@ -174,3 +174,14 @@ def test_public_suite_layout():
     doc = evaluate(EvaluationRequest(problem="1", solution_code=bad, world_size=2, mode="cpu", dims={"M": 16, "N": 32},
                                      pkb_root=str(HERE / "pkb_layout"), warmup=1, iters=3, trials=2))
     assert doc["status"] == "incorrect"
+
+
+def test_in_place_results_are_checked():
+    """Clipping gradients in place is part of the answer: skipping it fails."""
+    assert run("clip_grad_norm_no_ep", reference("clip_grad_norm_no_ep"), shapes=None, dims=SMALL_CLIP)["status"] == "correct"
+    doc = run("clip_grad_norm_no_ep", solution("clip_norm_without_clipping"), shapes=None, dims=SMALL_CLIP)
+    assert doc["status"] == "incorrect"
+    assert "in-place input 0" in doc["reason"]
+
+
+SMALL_CLIP = {"L": 2, "M": 16, "N": 8}
