@@ -142,8 +142,14 @@ def kill_all(procs: list[subprocess.Popen], baseline: set[int]) -> None:
             p.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
-    for pid in strays - set(pids):
-        try:
-            os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass  # not our child: its own parent reaps it
+    # Reap the strays that were re-parented to us, or they linger as zombies.
+    pending = strays - set(pids)
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.discard(pid)
+            except ChildProcessError:
+                pending.discard(pid)  # not our child: its own parent reaps it
+        if pending:
+            time.sleep(0.01)

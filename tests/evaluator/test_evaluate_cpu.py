@@ -4,7 +4,6 @@ and named, nothing is left running."""
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -156,7 +155,6 @@ def test_detached_grandchild_is_killed():
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     pid_file.unlink()
-    assert signal.SIGKILL  # the kill above was the evaluator's, not ours
 
 
 def test_public_suite_layout():
