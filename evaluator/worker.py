@@ -23,6 +23,7 @@ PKB_BROKER_DIR), PKB_HARDWARE, PKB_WORKER_NAME, PKB_HEARTBEAT_S, PKB_CONSUMER_TI
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import queue
@@ -58,6 +59,7 @@ DEFAULT_CONSUMER_TIMEOUT_S = 4 * 3600
 # (and the reaper, seeing no heartbeat, has the evaluation run again).
 RESULT_SEND_DEADLINE_S = 900.0
 PROGRESS_SEND_DEADLINE_S = 3.0
+PR_SET_DUMPABLE = 4
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -320,6 +322,16 @@ def default_worker_name(hardware: str) -> str:
     return f"gpu-{hardware}@{socket.gethostname()}{suffix}"
 
 
+def hide_from_solutions() -> None:
+    """Make this process (and its forked pool children) non-dumpable: its /proc files, the broker
+    credentials in /proc/<pid>/environ among them, become unreadable to the solutions' rank
+    processes, which run as the same user. The ranks are exec'd, so the flag does not reach them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.warning("could not make the worker non-dumpable; run ranks under a separate user")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluator.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hardware", default=os.environ.get("PKB_HARDWARE"), help="hardware slug; queue gpu.<slug>")
@@ -331,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     if "torch" in sys.modules:  # CUDA must never be initialized in the worker's parent process
         raise SystemExit("evaluator.worker: torch was imported before the worker started")
     os.environ.update(NO_MULTICAST)
+    hide_from_solutions()
     app = create_app(args.hardware)
     app.worker_main(
         [

@@ -1,0 +1,273 @@
+"""The JSON API (OpenAPI schema at /api/openapi.json, browsable at /api/docs)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from django.conf import settings
+from django.db.models import Prefetch
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import NinjaAPI, Query, Status
+from pydantic import StringConstraints
+
+from api.auth import TokenAuth, viewer
+from api.schemas import (
+    SLUG,
+    Error,
+    EvaluationOut,
+    HardwareComparisonOut,
+    HardwareOut,
+    LeaderboardEntryOut,
+    ModelComparisonOut,
+    ProblemDetail,
+    ProblemOut,
+    SubmissionIn,
+    SubmissionOut,
+)
+from catalog.prompt import build_prompt
+from leaderboards import metrics
+from leaderboards.comparisons import compare_hardware, compare_models
+from leaderboards.ranking import leaderboard
+from submissions.models import Evaluation, Hardware, Problem, Submission
+from submissions.queueing import backlog, queue_position
+from submissions.services import NewSubmission, RateLimited, create_submission
+from submissions.validation import InvalidCode
+
+api = NinjaAPI(
+    title="ParallelKernelBench Platform API",
+    version="1",
+    urls_namespace="api",
+    description="Submit kernels, poll their evaluations, read leaderboards and comparisons. "
+    "Writes need `Authorization: Bearer <token>` (tokens: the account page).",
+)
+
+Slug = Annotated[str, StringConstraints(pattern=SLUG)]
+MAX_ID = 2**63 - 1
+
+
+def _hardware(slug: str) -> Hardware:
+    return get_object_or_404(Hardware, slug=slug)
+
+
+def _evaluation_summary(ev: Evaluation) -> dict:
+    fields = (
+        "id",
+        "world_size",
+        "mode",
+        "state",
+        "stage",
+        "status",
+        "correct",
+        "speedup",
+        "utilization",
+        "solution_us",
+        "reference_us",
+        "output_digest",
+        "reason",
+        "hidden",
+        "queued_at",
+        "started_at",
+        "finished_at",
+    )
+    data = {f: getattr(ev, f) for f in fields}
+    data.update(hardware=ev.hardware.slug, queue_position=queue_position(ev))
+    return data
+
+
+def _submission_out(sub: Submission, user) -> dict:
+    evaluations = list(sub.evaluations.all())
+    return {
+        "id": sub.pk,
+        "problem": sub.problem.slug,
+        "owner": sub.owner.username,
+        "model_tag": sub.model_tag,
+        "sample_index": sub.sample_index,
+        "run_label": sub.run_label,
+        "backend": sub.backend,
+        "sha256": sub.sha256,
+        "created_at": sub.created_at,
+        "code": sub.code if sub.code_visible_to(user) else None,
+        "finished": all(ev.finished for ev in evaluations),
+        "evaluations": [_evaluation_summary(ev) for ev in evaluations],
+        "url": sub.get_absolute_url(),
+    }
+
+
+def _submission(pk: int) -> Submission:
+    evaluations = Prefetch("evaluations", Evaluation.objects.select_related("hardware").order_by("pk"))
+    return get_object_or_404(Submission.objects.select_related("problem", "owner").prefetch_related(evaluations), pk=pk)
+
+
+@api.get("/problems", response=list[ProblemOut], tags=["catalog"])
+def list_problems(request):
+    return Problem.objects.filter(active=True)
+
+
+@api.get("/problems/{slug}", response={200: ProblemDetail, 404: Error}, tags=["catalog"])
+def get_problem(request, slug: Slug):
+    return get_object_or_404(Problem, slug=slug)
+
+
+@api.get("/problems/{slug}/prompt", response={200: str, 404: Error}, tags=["catalog"])
+def get_prompt(request, slug: Slug, hardware: Slug):
+    """The task prompt as Markdown text, for an LLM harness."""
+    return HttpResponse(
+        build_prompt(get_object_or_404(Problem, slug=slug), _hardware(hardware)),
+        content_type="text/markdown; charset=utf-8",
+    )
+
+
+@api.get("/hardware", response=list[HardwareOut], tags=["catalog"])
+def list_hardware(request):
+    return [
+        {**{f: getattr(hw, f) for f in HardwareOut.model_fields if f != "queued"}, "queued": backlog(hw)}
+        for hw in Hardware.objects.filter(active=True)
+    ]
+
+
+@api.post(
+    "/submissions",
+    auth=TokenAuth(),
+    tags=["submissions"],
+    response={201: SubmissionOut, 400: Error, 401: Error, 429: Error},
+)
+def submit(request, payload: SubmissionIn):
+    problem = Problem.objects.filter(slug=payload.problem, active=True).first()
+    if problem is None:
+        return Status(400, {"detail": f"unknown problem {payload.problem!r}"})
+    slugs = list(dict.fromkeys(payload.hardware or [settings.PKB_DEFAULT_HARDWARE]))
+    found = {hw.slug: hw for hw in Hardware.objects.filter(slug__in=slugs, active=True)}
+    missing = [s for s in slugs if s not in found]
+    if missing:
+        return Status(400, {"detail": f"unknown or inactive hardware: {', '.join(missing)}"})
+    new = NewSubmission(
+        problem=problem,
+        model_tag=payload.model_tag,
+        backend=payload.backend,
+        code=payload.code,
+        hardware=[found[s] for s in slugs],
+        sample_index=payload.sample_index,
+        run_label=payload.run_label,
+    )
+    try:
+        sub = create_submission(request.user, new)
+    except InvalidCode as e:
+        return Status(400, {"detail": str(e)})
+    except RateLimited as e:
+        response = api.create_response(request, {"detail": str(e)}, status=429)
+        response["Retry-After"] = str(e.retry_after_s)
+        return response
+    return Status(201, _submission_out(_submission(sub.pk), request.user))
+
+
+@api.get("/submissions/{submission_id}", response={200: SubmissionOut, 404: Error}, tags=["submissions"])
+def get_submission(request, submission_id: int):
+    if not 0 < submission_id <= MAX_ID:
+        return Status(404, {"detail": "no such submission"})
+    return _submission_out(_submission(submission_id), viewer(request))
+
+
+@api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error}, tags=["submissions"])
+def get_evaluation(request, evaluation_id: int):
+    """One evaluation with its full result document (the log only for the code's owner and admins)."""
+    if not 0 < evaluation_id <= MAX_ID:
+        return Status(404, {"detail": "no such evaluation"})
+    ev = get_object_or_404(Evaluation.objects.select_related("hardware", "submission__problem"), pk=evaluation_id)
+    result = ev.result
+    if result is not None and not ev.submission.code_visible_to(viewer(request)):
+        result = {k: v for k, v in result.items() if k != "log_tail"}
+    return {
+        **_evaluation_summary(ev),
+        "submission_id": ev.submission_id,
+        "problem": ev.submission.problem.slug,
+        "model_tag": ev.submission.model_tag,
+        "result": result,
+    }
+
+
+@api.get("/leaderboards/{problem}/{hardware}", response={200: list[LeaderboardEntryOut], 404: Error}, tags=["results"])
+def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(100, ge=1, le=1000)):
+    prob = get_object_or_404(Problem, slug=problem)
+    return [
+        {
+            "rank": e.rank,
+            "evaluation_id": e.evaluation.pk,
+            "submission_id": e.submission.pk,
+            "owner": e.submission.owner.username,
+            "model_tag": e.submission.model_tag,
+            "backend": e.submission.backend,
+            "speedup": e.evaluation.speedup,
+            "utilization": e.evaluation.utilization,
+            "solution_us": e.evaluation.solution_us,
+            "reference_us": e.evaluation.reference_us,
+            "submitted_at": e.submission.created_at,
+        }
+        for e in leaderboard(prob, _hardware(hardware), limit=limit)
+    ]
+
+
+@api.get("/compare/models", response={200: ModelComparisonOut, 404: Error}, tags=["results"])
+def get_model_comparison(
+    request,
+    hardware: Slug,
+    models: list[Annotated[str, StringConstraints(max_length=100)]] = Query(None),
+    level: int | None = Query(None, ge=1, le=6),
+):
+    """fast_p over p in 0..3, roof_u over u in 0..1, pass@k and fast_1@k, and failure counts per model."""
+    cmp = compare_models(_hardware(hardware), [m.replace("\x00", "") for m in models or []] or None, level)
+    return {
+        "hardware": cmp.hardware.slug,
+        "level": cmp.level,
+        "n_problems": cmp.n_problems,
+        "p_grid": list(metrics.P_GRID),
+        "u_grid": list(metrics.U_GRID),
+        "models": [
+            {
+                "model": s.model,
+                "attempted": s.attempted,
+                "n_problems": s.n_problems,
+                "samples": s.samples,
+                "fast_p": s.fast_p,
+                "roof_u": s.roof_u,
+                "pass_at_k": s.pass_at,
+                "fast_1_at_k": s.fast1_at,
+                "failures": s.failures,
+            }
+            for s in cmp.scores
+        ],
+    }
+
+
+@api.get("/compare/hardware", response={200: HardwareComparisonOut, 400: Error, 404: Error}, tags=["results"])
+def get_hardware_comparison(
+    request, a: Slug, b: Slug, problem: Slug | None = None, limit: int = Query(500, ge=1, le=5000)
+):
+    """The same submissions' results on two hardware, and whether their outputs are bitwise identical."""
+    if a == b:
+        return Status(400, {"detail": "choose two different hardware"})
+    prob = get_object_or_404(Problem, slug=problem) if problem else None
+    cmp = compare_hardware(_hardware(a), _hardware(b), prob, limit=limit)
+    return {
+        "a": a,
+        "b": b,
+        "total": cmp.total,
+        "shown": len(cmp.rows),
+        "both_correct": cmp.both_correct,
+        "bitwise_identical": cmp.identical,
+        "digests_compared": cmp.digests_compared,
+        "geomean_ratio_b_over_a": cmp.geomean_ratio,
+        "pairs": [
+            {
+                "submission_id": r.evaluation_a.submission_id,
+                "problem": r.evaluation_a.problem.slug,
+                "model_tag": r.evaluation_a.model_tag,
+                "status_a": r.evaluation_a.status,
+                "status_b": r.status_b,
+                "speedup_a": r.evaluation_a.speedup,
+                "speedup_b": r.speedup_b,
+                "bitwise_identical": r.bitwise_identical,
+            }
+            for r in cmp.rows
+        ],
+    }

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from ninja import Field, Schema
+from pydantic import StringConstraints
+
+SLUG = r"^[-a-zA-Z0-9_]{1,100}$"
+MODEL_TAG = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$"
+LABEL = r"^[^\x00-\x1f\x7f]{0,100}$"
+Slug = Annotated[str, StringConstraints(pattern=SLUG)]
+
+
+class Error(Schema):
+    detail: str
+
+
+class ShapeOut(Schema):
+    name: str
+    dims: dict[str, int]
+    default: bool = False
+
+
+class ProblemOut(Schema):
+    slug: str
+    pkb_id: int | None
+    title: str
+    level: int
+    parallelism: str
+    dtype: str
+    shapes: list[ShapeOut]
+    world_sizes: list[int]
+    tolerance: str
+    bitwise: bool
+
+
+class ProblemDetail(ProblemOut):
+    origin: str
+    description: str
+    reference_source: str
+
+
+class HardwareOut(Schema):
+    slug: str
+    name: str
+    profile: str
+    gpu_count: int
+    mode: str
+    nvls: bool
+    bf16_tc: float
+    fp32: float
+    hbm_tbps: float
+    nvlink_gbps: float
+    queued: int | None = Field(None, description="evaluations waiting in this hardware's queue")
+
+
+class SubmissionIn(Schema):
+    problem: str = Field(..., pattern=SLUG, description="problem slug, e.g. allreduce")
+    model_tag: str = Field("human", pattern=MODEL_TAG)
+    backend: str = Field("cuda", pattern=r"^(cuda|triton|pytorch)$")
+    code: str = Field(..., description="the Python file; must define a top-level `solution`")
+    hardware: list[Slug] | None = Field(
+        None, min_length=1, max_length=16, description="default: the site's default hardware"
+    )
+    sample_index: int = Field(0, ge=0, le=1_000_000)
+    run_label: str = Field("", pattern=LABEL)
+
+
+class EvaluationSummary(Schema):
+    id: int
+    hardware: str
+    world_size: int
+    mode: str
+    state: str
+    stage: str
+    status: str | None
+    queue_position: int | None
+    correct: bool | None
+    speedup: float | None
+    utilization: float | None
+    solution_us: float | None
+    reference_us: float | None
+    output_digest: str | None
+    reason: str
+    hidden: bool
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class EvaluationOut(EvaluationSummary):
+    submission_id: int
+    problem: str
+    model_tag: str
+    result: dict[str, Any] | None
+
+
+class SubmissionOut(Schema):
+    id: int
+    problem: str
+    owner: str
+    model_tag: str
+    sample_index: int
+    run_label: str
+    backend: str
+    sha256: str
+    created_at: datetime
+    code: str | None = Field(None, description="only for its owner and admins")
+    finished: bool
+    evaluations: list[EvaluationSummary]
+    url: str
+
+
+class LeaderboardEntryOut(Schema):
+    rank: int
+    evaluation_id: int
+    submission_id: int
+    owner: str
+    model_tag: str
+    backend: str
+    speedup: float
+    utilization: float | None
+    solution_us: float | None
+    reference_us: float | None
+    submitted_at: datetime
+
+
+class ModelScoresOut(Schema):
+    model: str
+    attempted: int
+    n_problems: int
+    samples: int
+    fast_p: list[float | None]
+    roof_u: list[float | None]
+    pass_at_k: dict[int, float | None]
+    fast_1_at_k: dict[int, float | None]
+    failures: dict[str, int]
+
+
+class ModelComparisonOut(Schema):
+    hardware: str
+    level: int | None
+    n_problems: int
+    p_grid: list[float]
+    u_grid: list[float]
+    models: list[ModelScoresOut]
+
+
+class PairOut(Schema):
+    submission_id: int
+    problem: str
+    model_tag: str
+    status_a: str | None
+    status_b: str | None
+    speedup_a: float | None
+    speedup_b: float | None
+    bitwise_identical: bool | None
+
+
+class HardwareComparisonOut(Schema):
+    a: str
+    b: str
+    total: int
+    shown: int
+    both_correct: int
+    bitwise_identical: int
+    digests_compared: int
+    geomean_ratio_b_over_a: float | None
+    pairs: list[PairOut]

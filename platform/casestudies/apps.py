@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CaseStudiesConfig(AppConfig):
+    name = "casestudies"
+    verbose_name = "Case studies"

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+from catalog.prompt import build_prompt
+from catalog.rooflines import roofline_rows
+from leaderboards.cache import cached
+from leaderboards.ranking import best_speedups, leaderboard, solved_counts
+from submissions.models import Hardware, Problem
+from tasks.spec import LEVELS, PARALLELISM
+
+LEADERBOARD_PREVIEW = 10
+
+
+def _catalog_table(level: str, parallelism: str, query: str) -> str:
+    problems = Problem.objects.filter(active=True)
+    if level.isdigit():
+        problems = problems.filter(level=int(level))
+    if parallelism:
+        problems = problems.filter(parallelism=parallelism)
+    if query:
+        problems = problems.filter(
+            Q(title__icontains=query)
+            | Q(slug__icontains=query)
+            | Q(description__icontains=query)
+            | Q(origin__icontains=query)
+        )
+    problems = list(problems.only("slug", "pkb_id", "title", "level", "parallelism", "bitwise"))
+    hardware = list(Hardware.objects.filter(active=True))
+    ids = [p.pk for p in problems]
+    best, solved = best_speedups(ids), solved_counts(ids)
+    rows = [
+        {"problem": p, "best": [(hw, best.get((p.pk, hw.pk))) for hw in hardware], "solved": solved.get(p.pk, 0)}
+        for p in problems
+    ]
+    return render_to_string("catalog/_table.html", {"rows": rows, "hardware": hardware})
+
+
+def catalog(request: HttpRequest) -> HttpResponse:
+    level, parallelism = request.GET.get("level", ""), request.GET.get("parallelism", "")
+    query = request.GET.get("q", "").strip()
+    # The table reads only problems, hardware and results: cached under the results version.
+    table = mark_safe(
+        cached("catalog-table", (level, parallelism, query), lambda: _catalog_table(level, parallelism, query))
+    )
+    if request.htmx:
+        return HttpResponse(table)
+    context = {
+        "table": table,
+        "levels": LEVELS,
+        "parallelisms": PARALLELISM,
+        "level": level,
+        "parallelism": parallelism,
+        "q": query,
+    }
+    return render(request, "catalog/catalog.html", context)
+
+
+def problem(request: HttpRequest, slug: str) -> HttpResponse:
+    prob = get_object_or_404(Problem, slug=slug)
+    hardware = list(Hardware.objects.filter(active=True))
+    context = {
+        "problem": prob,
+        "hardware": hardware,
+        "reference_html": highlight(prob.reference_source, PythonLexer(), HtmlFormatter(cssclass="highlight")),
+        "rooflines": roofline_rows(prob, hardware),
+        "leaderboards": [(hw, leaderboard(prob, hw, limit=LEADERBOARD_PREVIEW)) for hw in hardware],
+    }
+    return render(request, "catalog/problem.html", context)
+
+
+def prompt(request: HttpRequest, slug: str) -> HttpResponse:
+    prob = get_object_or_404(Problem, slug=slug)
+    hw = get_object_or_404(Hardware, slug=request.GET.get("hardware", ""))
+    response = HttpResponse(build_prompt(prob, hw), content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{prob.slug}_{hw.slug}_prompt.md"'
+    return response

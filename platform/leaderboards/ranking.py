@@ -1,0 +1,105 @@
+"""The ranking: the one definition of which results count and in what order. Every page, the API
+and exports go through these functions.
+
+- A submission's result on a hardware is its latest finished ("done") evaluation there: a rerun
+  replaces the earlier figure instead of adding a second lottery ticket.
+- Only correct, non-hidden results with a speedup rank.
+- A leaderboard keeps each (owner, model tag)'s best speedup (geometric mean over shapes); ties
+  go to the earlier submission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, F, Max, QuerySet, Window
+from django.db.models.functions import RowNumber
+
+from leaderboards.cache import cached
+from submissions.models import Evaluation, Hardware, Problem
+
+
+def current(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
+    """Each submission's latest done evaluation on each hardware (or on the given one). A database
+    trigger marks older done evaluations `superseded` (migration 0003)."""
+    qs = Evaluation.objects.filter(state="done", superseded=False)
+    return qs if hardware is None else qs.filter(hardware=hardware)
+
+
+def eligible(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
+    """Current results that may rank."""
+    return current(hardware).filter(status="correct", hidden=False, speedup__isnull=False)
+
+
+ORDER = (F("speedup").desc(), F("submission__created_at").asc(), F("pk").asc())
+
+
+def leaderboard_queryset(problem: Problem | int, hardware: Hardware | int) -> QuerySet[Evaluation]:
+    best_per_entrant = Window(RowNumber(), partition_by=[F("submission__owner_id"), F("model_tag")], order_by=ORDER)
+    return (
+        eligible(hardware)
+        .filter(problem=problem)
+        .annotate(slot=best_per_entrant)
+        .filter(slot=1)
+        .select_related("submission__owner")
+        .defer("result", "submission__code")  # large, and not shown in rankings
+        .order_by(*ORDER)
+    )
+
+
+@dataclass(frozen=True)
+class Entry:
+    rank: int
+    evaluation: Evaluation
+
+    @property
+    def submission(self):
+        return self.evaluation.submission
+
+
+def leaderboard(problem: Problem | int, hardware: Hardware | int, limit: int | None = None) -> list[Entry]:
+    qs = leaderboard_queryset(problem, hardware)
+    if limit is not None:
+        qs = qs[:limit]
+    return [Entry(rank, ev) for rank, ev in enumerate(qs, start=1)]
+
+
+def best_speedups(problem_ids=None) -> dict[tuple[int, int], float]:
+    """(problem id, hardware id) -> best ranked speedup: the top of each leaderboard."""
+
+    def compute():
+        rows = eligible().values("problem_id", "hardware_id").annotate(best=Max("speedup")).order_by()
+        return {(r["problem_id"], r["hardware_id"]): r["best"] for r in rows}
+
+    best = cached("best-speedups", (), compute)
+    if problem_ids is None:
+        return best
+    wanted = set(problem_ids)
+    return {k: v for k, v in best.items() if k[0] in wanted}
+
+
+def solved_counts(problem_ids=None) -> dict[int, int]:
+    """problem id -> how many submissions rank on at least one hardware."""
+
+    def compute():
+        rows = eligible().values("problem_id").annotate(n=Count("submission_id", distinct=True)).order_by()
+        return {r["problem_id"]: r["n"] for r in rows}
+
+    solved = cached("solved-counts", (), compute)
+    if problem_ids is None:
+        return solved
+    wanted = set(problem_ids)
+    return {k: v for k, v in solved.items() if k in wanted}
+
+
+def leading_submission_ids(per_problem: int, exclude_hardware: Hardware | None = None) -> list[int]:
+    """The top `per_problem` submissions of every problem's leaderboard on every other active hardware."""
+    hardware = Hardware.objects.filter(active=True)
+    if exclude_hardware is not None:
+        hardware = hardware.exclude(pk=exclude_hardware.pk)
+    ids: dict[int, None] = {}
+    for hw in hardware:
+        for problem in Problem.objects.filter(active=True):
+            for entry in leaderboard(problem, hw, limit=per_problem):
+                ids[entry.evaluation.submission_id] = None
+    return list(ids)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from leaderboards import metrics
+from leaderboards.cache import results_version
+from leaderboards.comparisons import compare_hardware, compare_models, model_tags
+from leaderboards.ranking import leaderboard as ranked
+from pkb_site import charts
+from submissions.models import Hardware, Problem
+from tasks.spec import LEVELS
+
+
+def _hardware(slug: str | None, default: Hardware | None = None) -> Hardware | None:
+    if not slug:
+        return default
+    return get_object_or_404(Hardware, slug=slug)
+
+
+def _level(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() and int(value) in LEVELS else None
+
+
+def leaderboard(request: HttpRequest, slug: str, hardware: str) -> HttpResponse:
+    problem = get_object_or_404(Problem, slug=slug)
+    hw = get_object_or_404(Hardware, slug=hardware)
+    context = {
+        "problem": problem,
+        "hw": hw,
+        "entries": ranked(problem, hw),
+        "all_hardware": Hardware.objects.filter(active=True),
+    }
+    return render(request, "leaderboards/leaderboard.html", context)
+
+
+def _model_panel(comparison, index: int) -> dict:
+    scores = comparison.scores
+    fail_labels = [s.model for s in scores]
+    return {
+        "comparison": comparison,
+        "fast_chart": charts.line(
+            list(metrics.P_GRID), {s.model: s.fast_p for s in scores}, "p (speedup threshold)", "fast_p", y_max=1
+        ),
+        "roof_chart": charts.line(
+            list(metrics.U_GRID), {s.model: s.roof_u for s in scores}, "u (fraction of the roofline)", "roof_u", y_max=1
+        ),
+        "failure_chart": charts.bar(
+            fail_labels,
+            {kind: [s.failures[kind] for s in scores] for kind in metrics.FAILURE_KINDS},
+            "model",
+            "failed samples",
+            stacked=True,
+        ),
+        "ks": sorted({k for s in scores for k in s.pass_at}),
+        "ids": {name: f"{name}-chart-{index}" for name in ("fast", "roof", "fail")},
+    }
+
+
+def compare_models_view(request: HttpRequest) -> HttpResponse:
+    all_hardware = list(Hardware.objects.filter(active=True))
+    hw_a = _hardware(request.GET.get("hardware"), all_hardware[0] if all_hardware else None)
+    hw_b = _hardware(request.GET.get("hardware_b"))
+    level = _level(request.GET.get("level"))
+    chosen = [m for m in request.GET.getlist("models") if m]
+    chosen_hardware = [hw for hw in (hw_a, hw_b) if hw is not None]
+    panels = [_model_panel(compare_models(hw, chosen or None, level), i) for i, hw in enumerate(chosen_hardware)]
+    context = {
+        "panels": panels,
+        "all_hardware": all_hardware,
+        "hw_a": hw_a,
+        "hw_b": hw_b,
+        "level": level,
+        "levels": LEVELS,
+        # Unfiltered, the panels already name every model; a filter needs the full list for the menu.
+        "models": model_tags(hw_a)
+        if chosen or level
+        else sorted({s.model for p in panels for s in p["comparison"].scores}),
+        "chosen": chosen,
+        "p_grid": metrics.P_GRID,
+        # The panels' HTML is cached under the results version too (see the template).
+        "panels_key": (results_version(), hw_a.pk if hw_a else None, hw_b.pk if hw_b else None, level, tuple(chosen)),
+    }
+    return render(request, "leaderboards/models.html", context)
+
+
+def compare_hardware_view(request: HttpRequest) -> HttpResponse:
+    all_hardware = list(Hardware.objects.filter(active=True))
+    hw_a = _hardware(request.GET.get("a"), all_hardware[0] if all_hardware else None)
+    hw_b = _hardware(request.GET.get("b"), all_hardware[1] if len(all_hardware) > 1 else None)
+    problem = get_object_or_404(Problem, slug=request.GET["problem"]) if request.GET.get("problem") else None
+    comparison = compare_hardware(hw_a, hw_b, problem) if hw_a and hw_b and hw_a != hw_b else None
+    chart = None
+    if comparison:
+        points = [
+            {"x": r.evaluation_a.speedup, "y": r.speedup_b}
+            for r in comparison.rows
+            if r.evaluation_a.speedup and r.speedup_b
+        ]
+        chart = charts.scatter(points, f"speedup on {hw_a.slug}", f"speedup on {hw_b.slug}", "submissions")
+    context = {
+        "comparison": comparison,
+        "chart": chart,
+        "all_hardware": all_hardware,
+        "hw_a": hw_a,
+        "hw_b": hw_b,
+        "problem": problem,
+        "problems": Problem.objects.filter(active=True).only("slug", "title"),
+    }
+    return render(request, "leaderboards/hardware.html", context)

@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.templatetags.static import static
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from api.api import api
+
+urlpatterns = [
+    path("", include("catalog.urls")),
+    path("", include("submissions.urls")),
+    path("", include("leaderboards.urls")),
+    path("case-studies/", include("casestudies.urls")),
+    path("accounts/", include("accounts.urls")),
+    path("admin/", admin.site.urls),
+    path("api/", api.urls),
+    # Browsers ask for /favicon.ico on pages that name none (the admin's).
+    path("favicon.ico", RedirectView.as_view(url=static("pkb/favicon.svg"), permanent=True)),
+]

@@ -1,0 +1,5 @@
+import sys
+
+from pkbcli.cli import main
+
+sys.exit(main())

@@ -1,0 +1,191 @@
+"""Django admin for everything, with the platform's actions: re-evaluate on a chosen hardware,
+reject with a reason, queue each problem's leaders on new hardware."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import Exists, OuterRef
+from django.shortcuts import render
+
+from evaluator.roofline import profile as hardware_profile
+from evaluator.roofline import profiles
+from leaderboards.ranking import eligible, leading_submission_ids
+from submissions.models import CaseStudy, Evaluation, Hardware, Problem, Submission
+from submissions.services import queue_evaluations, reject
+
+
+class ReevaluateForm(forms.Form):
+    hardware = forms.ModelChoiceField(Hardware.objects.filter(active=True))
+    every_correct = forms.BooleanField(
+        required=False,
+        label="every correct submission instead of the selection",
+        help_text="every submission with a correct current result on any hardware",
+    )
+
+
+class RejectForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), help_text="shown on the submission page")
+
+
+def _intermediate(modeladmin, request, queryset, form, title: str, action: str):
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "form": form,
+        "queryset": queryset,
+        "action": action,
+        "opts": modeladmin.model._meta,
+        "selected": request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME),
+    }
+    return render(request, "admin/submissions/action_form.html", context)
+
+
+@admin.register(Problem)
+class ProblemAdmin(admin.ModelAdmin):
+    list_display = ("slug", "pkb_id", "title", "level", "parallelism", "bitwise", "active")
+    list_filter = ("level", "parallelism", "active", "bitwise")
+    search_fields = ("slug", "title", "description")
+
+
+class HardwareForm(forms.ModelForm):
+    """Numbers left empty are copied from the chosen profile."""
+
+    profile = forms.ChoiceField(choices=[])
+
+    class Meta:
+        model = Hardware
+        fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["profile"].choices = [(k, f"{k}: {p.name}") for k, p in profiles().items()]
+        for name in Hardware.PROFILE_FIELDS:
+            if name != "nvls":
+                self.fields[name].required = False
+                self.fields[name].help_text = "empty: the profile's number"
+
+    def clean(self):
+        data = super().clean()
+        if data.get("profile"):
+            p = hardware_profile(data["profile"])
+            for name in Hardware.PROFILE_FIELDS:
+                if name != "nvls" and data.get(name) is None:
+                    data[name] = getattr(p, name)
+        return data
+
+
+@admin.register(Hardware)
+class HardwareAdmin(admin.ModelAdmin):
+    form = HardwareForm
+    list_display = ("slug", "name", "profile", "gpu_count", "mode", "nvls", "active", "queue")
+    list_filter = ("mode", "active")
+    actions = ["queue_leaders"]
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change and obj.active:
+            self._queue_leaders(request, obj)
+
+    def _queue_leaders(self, request, hardware: Hardware) -> None:
+        ids = leading_submission_ids(settings.PKB_LEADERS_PER_PROBLEM, exclude_hardware=hardware)
+        submissions = Submission.objects.filter(pk__in=ids).select_related("problem")
+        created = queue_evaluations(list(submissions), hardware, requested_by=request.user)
+        self.message_user(request, f"Queued {len(created)} leading submissions on {hardware.slug}.", messages.SUCCESS)
+
+    @admin.action(description="Queue each problem's leading submissions on the selected hardware")
+    def queue_leaders(self, request, queryset):
+        for hardware in queryset:
+            self._queue_leaders(request, hardware)
+
+
+class EvaluationInline(admin.TabularInline):
+    model = Evaluation
+    extra = 0
+    fields = ("hardware", "state", "stage", "status", "speedup", "hidden", "queued_at", "finished_at")
+    readonly_fields = fields
+    show_change_link = True
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Submission)
+class SubmissionAdmin(admin.ModelAdmin):
+    list_display = ("id", "problem", "owner", "model_tag", "backend", "sample_index", "run_label", "created_at")
+    list_filter = ("backend", "problem__level", "model_tag")
+    search_fields = ("id", "problem__slug", "owner__username", "model_tag", "run_label", "sha256")
+    list_select_related = ("problem", "owner")
+    raw_id_fields = ("owner",)
+    readonly_fields = ("sha256", "created_at")
+    inlines = [EvaluationInline]
+    actions = ["reevaluate", "mark_rejected"]
+
+    @admin.action(description="Re-evaluate on a chosen hardware…")
+    def reevaluate(self, request, queryset):
+        form = ReevaluateForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            return _intermediate(self, request, queryset, form, "Re-evaluate submissions", "reevaluate")
+        hardware = form.cleaned_data["hardware"]
+        if form.cleaned_data["every_correct"]:
+            correct = eligible().filter(submission=OuterRef("pk"))
+            queryset = Submission.objects.filter(Exists(correct))
+        created = queue_evaluations(list(queryset.select_related("problem")), hardware, requested_by=request.user)
+        self.message_user(request, f"Queued {len(created)} evaluations on {hardware.slug}.", messages.SUCCESS)
+        return None
+
+    @admin.action(description="Mark rejected (hidden from rankings)…")
+    def mark_rejected(self, request, queryset):
+        form = RejectForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            return _intermediate(self, request, queryset, form, "Reject submissions", "mark_rejected")
+        hidden = reject(queryset.values_list("pk", flat=True), form.cleaned_data["reason"])
+        self.message_user(
+            request, f"Rejected {queryset.count()} submissions ({hidden} evaluations hidden).", messages.SUCCESS
+        )
+        return None
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "submission",
+        "hardware",
+        "state",
+        "stage",
+        "status",
+        "speedup",
+        "hidden",
+        "attempts",
+        "worker",
+        "queued_at",
+        "finished_at",
+    )
+    list_filter = ("state", "status", "hidden", "hardware", "mode")
+    search_fields = ("id", "submission__id", "submission__problem__slug", "submission__model_tag", "worker")
+    list_select_related = ("submission__problem", "hardware")
+    raw_id_fields = ("submission", "requested_by")
+    readonly_fields = ("result", "dispatch_token", "attempts", "worker", "heartbeat_at")
+    actions = ["unhide"]
+
+    @admin.action(description="Restore to rankings (undo a rejection)")
+    def unhide(self, request, queryset):
+        count = queryset.update(hidden=False, rejected_reason="")
+        self.message_user(request, f"Restored {count} evaluations.", messages.SUCCESS)
+
+
+@admin.register(CaseStudy)
+class CaseStudyAdmin(admin.ModelAdmin):
+    list_display = ("title", "slug", "author", "published", "updated_at")
+    list_filter = ("published",)
+    prepopulated_fields = {"slug": ("title",)}
+    raw_id_fields = ("evaluations",)
+    search_fields = ("title", "body")
+
+    def save_model(self, request, obj, form, change):
+        if obj.author_id is None:
+            obj.author = request.user
+        super().save_model(request, obj, form, change)

@@ -1,0 +1,242 @@
+"""The platform's data: problems (synced from `tasks/`), hardware, submissions, their evaluations
+(one per hardware and run, holding the evaluator's result document verbatim) and case studies."""
+
+from __future__ import annotations
+
+import hashlib
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from evaluator.results import STATUSES
+from evaluator.roofline import HardwareProfile
+
+BACKENDS = ("cuda", "triton", "pytorch")
+MODES = ("gpu", "shared-gpu", "cpu")
+STATES = ("queued", "running", "done", "failed")
+STAGES = ("queued", "starting", "building", "checking", "timing", "done")
+FINISHED_STATES = ("done", "failed")
+
+
+def choices(values) -> list[tuple[str, str]]:
+    return [(v, v) for v in values]
+
+
+class Problem(models.Model):
+    slug = models.SlugField(max_length=100, unique=True, help_text="the tasks/ folder name")
+    pkb_id = models.PositiveIntegerField(null=True, blank=True, unique=True, help_text="ParallelKernelBench number")
+    title = models.CharField(max_length=200)
+    level = models.PositiveSmallIntegerField(db_index=True)
+    parallelism = models.CharField(max_length=20, db_index=True)
+    origin = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    dtype = models.CharField(max_length=20, default="bfloat16")
+    shapes = models.JSONField(default=list, help_text='[{"name", "dims", "default"}]')
+    world_sizes = models.JSONField(default=list)
+    tolerance = models.TextField(blank=True)
+    bitwise = models.BooleanField(default=False)
+    reference_source = models.TextField(blank=True)
+    active = models.BooleanField(default=True)
+    synced_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("level", "pkb_id", "slug")
+
+    def __str__(self) -> str:
+        return f"{self.pkb_id or '-'} {self.slug}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("problem", args=[self.slug])
+
+    @property
+    def shape_names(self) -> list[str]:
+        return [s["name"] for s in self.shapes]
+
+
+class Hardware(models.Model):
+    slug = models.SlugField(max_length=50, unique=True, help_text='e.g. "h200x4"; the queue is gpu.<slug>')
+    name = models.CharField(max_length=200)
+    profile = models.CharField(max_length=50, help_text="evaluator/hardware.toml key the numbers came from")
+    gpu_count = models.PositiveSmallIntegerField()
+    bf16_tc = models.FloatField("bf16 tensor cores, TFLOP/s")
+    fp16_tc = models.FloatField("fp16 tensor cores, TFLOP/s")
+    fp8_tc = models.FloatField("fp8 tensor cores, TFLOP/s")
+    tf32_tc = models.FloatField("tf32 tensor cores, TFLOP/s")
+    fp32 = models.FloatField("fp32 CUDA cores, TFLOP/s")
+    hbm_tbps = models.FloatField("HBM, TB/s")
+    nvlink_gbps = models.FloatField("NVLink per GPU one direction, GB/s")
+    l2_mb = models.FloatField("L2, MB")
+    nvls = models.BooleanField("NVLink multicast (NVLS) available", default=False)
+    mode = models.CharField(max_length=12, choices=choices(MODES), default="gpu")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    PROFILE_FIELDS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32", "hbm_tbps", "nvlink_gbps", "l2_mb", "nvls")
+
+    class Meta:
+        ordering = ("slug",)
+        verbose_name_plural = "hardware"
+
+    def __str__(self) -> str:
+        return self.slug
+
+    @property
+    def queue(self) -> str:
+        return f"gpu.{self.slug}"
+
+    def roofline_profile(self) -> HardwareProfile:
+        """The roofline's view of this hardware, with the numbers admins may have edited."""
+        return HardwareProfile(key=self.profile, name=self.name, **{f: getattr(self, f) for f in self.PROFILE_FIELDS})
+
+    def topology(self) -> str:
+        nvls = "available" if self.nvls else "NOT available (multimem instructions and multicast pointers fail)"
+        if self.mode == "cpu":
+            return f"{self.gpu_count} CPU processes, gloo process group, no GPU; {self.name} numbers for the roofline."
+        return (
+            f"{self.gpu_count}x {self.name} in one node, all-to-all NVLink through NVSwitch, "
+            f"{self.nvlink_gbps:g} GB/s per GPU per direction; HBM {self.hbm_tbps:g} TB/s and "
+            f"{self.l2_mb:g} MB L2 per GPU; bf16 tensor cores {self.bf16_tc:g} TFLOP/s, fp32 {self.fp32:g} TFLOP/s. "
+            f"NVLink multicast (NVLS): {nvls}."
+        )
+
+
+class Submission(models.Model):
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="submissions")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submissions")
+    model_tag = models.CharField(max_length=100, db_index=True, help_text='who wrote it: "gpt-5.5", "human"')
+    sample_index = models.PositiveIntegerField(default=0, help_text="which of n samples, for pass@k")
+    run_label = models.CharField(max_length=100, blank=True)
+    backend = models.CharField(max_length=10, choices=choices(BACKENDS))
+    code = models.TextField()
+    sha256 = models.CharField(max_length=64, db_index=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [
+            models.Index(fields=["owner", "created_at"], name="sub_owner_created"),
+            models.Index(fields=["problem", "model_tag"], name="sub_problem_model"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.problem.slug} by {self.model_tag}"
+
+    def save(self, *args, **kwargs):
+        self.sha256 = hashlib.sha256(self.code.encode()).hexdigest()
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("submission", args=[self.pk])
+
+    def code_visible_to(self, user) -> bool:
+        return user.is_authenticated and (user.pk == self.owner_id or user.is_staff)
+
+
+class Evaluation(models.Model):
+    """One run of a submission on a hardware. `problem` and `model_tag` repeat the submission's
+    (which never change) so the leaderboard and comparison queries read one table; `save()` fills them."""
+
+    submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="evaluations")
+    hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")
+    problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="evaluations")
+    model_tag = models.CharField(max_length=100)
+    world_size = models.PositiveSmallIntegerField()
+    mode = models.CharField(max_length=12, choices=choices(MODES))
+    state = models.CharField(max_length=8, choices=choices(STATES), default="queued")
+    stage = models.CharField(max_length=10, choices=choices(STAGES), default="queued")
+    status = models.CharField(max_length=16, choices=choices(STATUSES), null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    correct = models.BooleanField(null=True)
+    speedup = models.FloatField(null=True, blank=True, help_text="geometric mean over shapes")
+    utilization = models.FloatField(null=True, blank=True)
+    solution_us = models.FloatField(null=True, blank=True)
+    reference_us = models.FloatField(null=True, blank=True)
+    output_digest = models.CharField(max_length=64, null=True, blank=True)
+    reason = models.TextField(blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    dispatch_token = models.UUIDField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    queued_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    hidden = models.BooleanField(default=False, help_text="rejected by an admin: kept, never ranked")
+    # Kept by a database trigger (migration 0003), whoever writes the row: True once a newer
+    # evaluation of the same submission on the same hardware is done. A rerun replaces the result.
+    superseded = models.BooleanField(default=False, editable=False)
+    rejected_reason = models.TextField(blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ("-queued_at",)
+        indexes = [
+            # leaderboards and the catalog: ranked results of a problem on a hardware
+            models.Index(
+                fields=["problem", "hardware", "speedup"],
+                name="ev_ranked",
+                include=["submission"],
+                condition=models.Q(state="done", status="correct", hidden=False, superseded=False),
+            ),
+            # model comparisons: every current result of a hardware, by model and problem
+            models.Index(
+                fields=["hardware", "model_tag", "problem"],
+                name="ev_by_model",
+                include=["status", "hidden", "speedup", "utilization"],
+                condition=models.Q(state="done", superseded=False),
+            ),
+            # the trigger's lookup: finished evaluations of a submission on a hardware
+            models.Index(fields=["submission", "hardware", "state"], name="ev_pair"),
+            # the queue and the reaper
+            models.Index(fields=["hardware", "state", "queued_at"], name="ev_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"evaluation #{self.pk} of submission {self.submission_id} on {self.hardware_id}"
+
+    def save(self, *args, **kwargs):
+        if self.problem_id is None or not self.model_tag:
+            self.problem_id, self.model_tag = self.submission.problem_id, self.submission.model_tag
+        super().save(*args, **kwargs)
+
+    def get_absolute_url(self) -> str:
+        return reverse("submission", args=[self.submission_id]) + f"#evaluation-{self.pk}"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_STATES
+
+
+class ResultsVersion(models.Model):
+    """One row whose number database triggers (migration 0003) raise on every change to what the
+    catalog, rankings and comparisons read (finished evaluations, problems, hardware), whoever makes
+    it. Cached aggregates and page fragments are keyed by it."""
+
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"results version {self.version}"
+
+
+class CaseStudy(models.Model):
+    title = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=200, unique=True)
+    body = models.TextField(help_text="Markdown; HTML is sanitized")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    published = models.BooleanField(default=False)
+    evaluations = models.ManyToManyField(Evaluation, blank=True, related_name="case_studies")
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        verbose_name_plural = "case studies"
+
+    def __str__(self) -> str:
+        return self.title
+
+    def get_absolute_url(self) -> str:
+        return reverse("case-study", args=[self.slug])

@@ -1,0 +1,116 @@
+"""What the submission page shows of an evaluation: progress, the per-shape table, per-rank
+statistics and chart configurations, all read from the stored result document."""
+
+from __future__ import annotations
+
+from pkb_site import charts
+from submissions.models import STAGES, Evaluation, Problem
+
+PROGRESS = ("queued", "building", "checking", "timing", "done")
+STATUS_TEXT = {
+    "correct": "Correct",
+    "incorrect": "Wrong answer",
+    "compile_error": "Did not compile",
+    "runtime_error": "Crashed while running",
+    "timeout": "Ran out of time",
+    "rejected": "Rejected by the checker",
+}
+
+
+def progress(ev: Evaluation) -> list[dict]:
+    """Steps for the progress bar; "starting" shows as part of building."""
+    stage = "building" if ev.stage == "starting" else ev.stage
+    here = PROGRESS.index(stage) if stage in PROGRESS else 0
+    if ev.finished:
+        here = len(PROGRESS) - 1
+    return [
+        {"name": s, "done": i < here or ev.finished, "current": i == here and not ev.finished}
+        for i, s in enumerate(PROGRESS)
+    ]
+
+
+def _time(side: dict | None) -> float | None:
+    return (side or {}).get("time_us")
+
+
+def shape_rows(doc: dict, problem: Problem) -> list[dict]:
+    dims = {s["name"]: s["dims"] for s in problem.shapes}
+    rows = []
+    for shape in doc.get("shapes") or []:
+        roof = shape.get("roofline") or {}
+        rows.append(
+            {
+                "name": shape["name"],
+                "dims": ", ".join(f"{k}={v}" for k, v in (shape.get("dims") or dims.get(shape["name"], {})).items()),
+                "correct": shape.get("correct"),
+                "max_abs_error": shape.get("max_abs_error"),
+                "solution_us": _time(shape.get("solution")),
+                "reference_us": _time(shape.get("reference")),
+                "speedup": shape.get("speedup"),
+                "t_roof_us": roof.get("t_roof_us"),
+                "utilization": roof.get("utilization"),
+                "bound": roof.get("bound"),
+                "notes": shape.get("notes") or [],
+                "per_rank": _per_rank(shape),
+            }
+        )
+    return rows
+
+
+def _per_rank(shape: dict) -> list[dict]:
+    sol = (shape.get("solution") or {}).get("per_rank") or []
+    ref = (shape.get("reference") or {}).get("per_rank") or []
+    slowest = (shape.get("solution") or {}).get("slowest_rank")
+    return [
+        {
+            "rank": r,
+            "solution": sol[r] if r < len(sol) else None,
+            "reference": ref[r] if r < len(ref) else None,
+            "slowest": r == slowest,
+        }
+        for r in range(max(len(sol), len(ref)))
+    ]
+
+
+def speedup_chart(rows: list[dict]) -> dict | None:
+    if not any(r["speedup"] for r in rows):
+        return None
+    return charts.line(
+        [f"{r['name']} ({r['dims']})" for r in rows],
+        {"speedup": [r["speedup"] for r in rows]},
+        "shape",
+        "speedup over the reference (x)",
+    )
+
+
+def roofline_chart(rows: list[dict]) -> dict | None:
+    if not any(r["t_roof_us"] for r in rows):
+        return None
+    series = {
+        "roofline T_roof": [r["t_roof_us"] for r in rows],
+        "solution": [r["solution_us"] for r in rows],
+        "reference": [r["reference_us"] for r in rows],
+    }
+    return charts.bar([r["name"] for r in rows], series, "shape", "time (µs, log scale)", y_log=True)
+
+
+def evaluation_view(ev: Evaluation, problem: Problem, position: int | None, detailed: bool) -> dict:
+    doc = ev.result or {}
+    rows = shape_rows(doc, problem) if detailed else []
+    return {
+        "evaluation": ev,
+        "position": position,
+        "progress": progress(ev),
+        "stage_index": STAGES.index(ev.stage) if ev.stage in STAGES else 0,
+        "status_text": STATUS_TEXT.get(ev.status or "", ""),
+        "reason": ev.reason or doc.get("reason", ""),
+        "failing_rank": doc.get("failing_rank"),
+        "timings_meaningful": doc.get("timings_meaningful", True),
+        "shapes": rows,
+        "speedup_chart": speedup_chart(rows) if ev.status == "correct" else None,
+        "speedup_chart_id": f"speedup-chart-{ev.pk}",
+        "roofline_chart_id": f"roofline-chart-{ev.pk}",
+        "roofline_chart": roofline_chart(rows) if ev.status == "correct" else None,
+        "environment": doc.get("environment") or {},
+        "log_tail": doc.get("log_tail", ""),
+    }

@@ -1,0 +1,112 @@
+"""Creating submissions and evaluations: the one path used by the submit page, the API and the admin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from submissions.models import BACKENDS, Evaluation, Hardware, Problem, Submission
+from submissions.queueing import enqueue_on_commit
+from submissions.validation import validate_code
+
+
+class RateLimited(Exception):
+    def __init__(self, limit: int, retry_after_s: int):
+        super().__init__(f"at most {limit} submissions per hour; try again in {retry_after_s // 60 + 1} minutes")
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class NewSubmission:
+    problem: Problem
+    model_tag: str
+    backend: str
+    code: bytes | str
+    hardware: list[Hardware]
+    sample_index: int = 0
+    run_label: str = ""
+
+
+def check_rate_limit(user) -> None:
+    """Staff are exempt; everyone else gets PKB_SUBMISSIONS_PER_HOUR in any sliding hour. Call inside a transaction."""
+    if user.is_staff:
+        return
+    limit = settings.PKB_SUBMISSIONS_PER_HOUR
+    # Lock the user's row so two concurrent requests cannot both take the last slot.
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    since = timezone.now() - timedelta(hours=1)
+    recent = list(
+        Submission.objects.filter(owner=user, created_at__gte=since)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[:limit]
+    )
+    if len(recent) >= limit:
+        retry = int((recent[-1] + timedelta(hours=1) - timezone.now()).total_seconds())
+        raise RateLimited(limit, max(retry, 1))
+
+
+def world_size_for(problem: Problem, hardware: Hardware) -> int:
+    """All of the hardware's GPUs, unless the problem does not run at that size: then its largest that fits."""
+    sizes = sorted(problem.world_sizes or [hardware.gpu_count])
+    fitting = [w for w in sizes if w <= hardware.gpu_count]
+    if hardware.gpu_count in sizes or not fitting:
+        return hardware.gpu_count
+    return fitting[-1]
+
+
+def create_submission(owner, new: NewSubmission) -> Submission:
+    """Validate, check the rate limit, store the code, create one queued evaluation per hardware and
+    publish them after commit. Raises InvalidCode, RateLimited or ValueError; stores nothing then."""
+    code = validate_code(new.code)
+    if new.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}")
+    if not new.hardware:
+        raise ValueError("choose at least one hardware")
+    with transaction.atomic():
+        check_rate_limit(owner)
+        submission = Submission.objects.create(
+            problem=new.problem,
+            owner=owner,
+            model_tag=new.model_tag,
+            backend=new.backend,
+            code=code,
+            sample_index=new.sample_index,
+            run_label=new.run_label,
+        )
+        queue_evaluations([submission], new.hardware[0], requested_by=owner, extra_hardware=new.hardware[1:])
+    return submission
+
+
+def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_hardware=()) -> list[Evaluation]:
+    """Queue one evaluation of each submission on each hardware (reruns included)."""
+    now = timezone.now()
+    rows = [
+        Evaluation(
+            submission=s,
+            hardware=hw,
+            problem_id=s.problem_id,
+            model_tag=s.model_tag,
+            world_size=world_size_for(s.problem, hw),
+            mode=hw.mode,
+            state="queued",
+            stage="queued",
+            queued_at=now,
+            requested_by=requested_by,
+        )
+        for s in submissions
+        for hw in (hardware, *extra_hardware)
+    ]
+    with transaction.atomic():
+        created = Evaluation.objects.bulk_create(rows)
+        enqueue_on_commit([e.pk for e in created])
+    return created
+
+
+def reject(submission_ids, reason: str) -> int:
+    """Hide every evaluation of these submissions from rankings, keeping them for the record."""
+    return Evaluation.objects.filter(submission_id__in=list(submission_ids)).update(hidden=True, rejected_reason=reason)

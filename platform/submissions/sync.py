@@ -1,0 +1,74 @@
+"""Copy the problem suite (`tasks/`) and hardware profiles (`evaluator/hardware.toml`) into the
+database. Idempotent: running it twice changes nothing the second time."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from django.db import transaction
+from django.utils import timezone
+
+import tasks
+from evaluator import roofline
+from submissions.models import Hardware, Problem
+
+CPU_HARDWARE = {"slug": "cpu", "name": "CPU (gloo, 2 processes)", "profile": "h100", "gpu_count": 2, "mode": "cpu"}
+
+
+def problem_fields(spec) -> dict:
+    tolerances = (spec.tolerance,) if not isinstance(spec.tolerance, tuple) else spec.tolerance
+    return {
+        "pkb_id": spec.pkb_id,
+        "title": spec.title,
+        "level": spec.level,
+        "parallelism": spec.parallelism,
+        "origin": spec.origin,
+        "description": spec.description,
+        "dtype": spec.dtype,
+        "shapes": [{"name": s.name, "dims": dict(s.dims), "default": s.default} for s in spec.shapes],
+        "world_sizes": list(spec.world_sizes),
+        "tolerance": "; ".join(t.describe() + (f" ({t.reason})" if t.reason else "") for t in tolerances),
+        "bitwise": spec.bitwise,
+        "reference_source": tasks.reference_source(spec.id),
+        "active": True,
+    }
+
+
+@transaction.atomic
+def sync_problems() -> Counter:
+    counts: Counter = Counter()
+    specs = tasks.problems()
+    existing = {p.slug: p for p in Problem.objects.select_for_update()}
+    for slug, spec in specs.items():
+        fields = problem_fields(spec)
+        problem = existing.get(slug)
+        if problem is None:
+            Problem.objects.create(slug=slug, **fields)
+            counts["created"] += 1
+        elif any(getattr(problem, k) != v for k, v in fields.items()):
+            for k, v in fields.items():
+                setattr(problem, k, v)
+            problem.synced_at = timezone.now()
+            problem.save()
+            counts["updated"] += 1
+        else:
+            counts["unchanged"] += 1
+    counts["deactivated"] = Problem.objects.filter(active=True).exclude(slug__in=specs).update(active=False)
+    return counts
+
+
+def hardware_from_profile(slug: str, profile: str, gpu_count: int, mode: str = "gpu", name: str = "") -> Hardware:
+    """An unsaved Hardware row whose numbers are copied from a profile."""
+    p = roofline.profile(profile)
+    numbers = {f: getattr(p, f) for f in Hardware.PROFILE_FIELDS}
+    return Hardware(
+        slug=slug, name=name or f"{gpu_count}x {p.name}", profile=profile, gpu_count=gpu_count, mode=mode, **numbers
+    )
+
+
+def ensure_cpu_hardware() -> bool:
+    """The embedded default evaluates on CPU processes; returns True if the row was created."""
+    if Hardware.objects.filter(slug=CPU_HARDWARE["slug"]).exists():
+        return False
+    hardware_from_profile(**CPU_HARDWARE).save()
+    return True

@@ -1,0 +1,260 @@
+"""Fixtures for the web platform's tests. They run on PostgreSQL (pkb_site.test_settings: the
+PKB_DATABASE_URL server, else the local one); the broker is replaced by a recorder and the GPU worker by a double that
+moves evaluations through the dispatch app's own stage and result functions."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+
+
+@pytest.fixture(autouse=True)
+def _web_settings(settings):
+    settings.PKB_SUBMISSIONS_PER_HOUR = 50
+
+
+@pytest.fixture(autouse=True)
+def _on_postgresql(request):
+    if "db" in request.fixturenames or request.node.get_closest_marker("django_db"):
+        assert connection.vendor == "postgresql", "the web tests run on PostgreSQL (PKB_DATABASE_URL)"
+
+
+class Broker:
+    """Stands in for dispatch.enqueue's broker: marks the row published (a fresh token, as the
+    dispatch app does) and remembers what was sent."""
+
+    def __init__(self):
+        self.sent: list[int] = []
+
+    def enqueue(self, evaluation_id: int) -> None:
+        from submissions.models import Evaluation
+
+        Evaluation.objects.filter(pk=evaluation_id, state="queued", dispatch_token__isnull=True).update(
+            dispatch_token=uuid.uuid4()
+        )
+        self.sent.append(evaluation_id)
+
+
+@pytest.fixture(autouse=True)
+def broker(monkeypatch):
+    import dispatch
+
+    fake = Broker()
+    monkeypatch.setattr(dispatch, "enqueue", fake.enqueue)
+    return fake
+
+
+class Worker:
+    """A GPU worker double: claims, reports stages and stores results through dispatch.tasks."""
+
+    name = "test-worker"
+
+    def _token(self, ev) -> str:
+        ev.refresh_from_db()
+        assert ev.dispatch_token, "the evaluation was never published"
+        return str(ev.dispatch_token)
+
+    def stage(self, ev, stage: str) -> None:
+        from dispatch.tasks import record_stage
+
+        assert record_stage(ev.pk, self._token(ev), stage, self.name)
+
+    def finish(self, ev, doc: dict) -> None:
+        from dispatch.tasks import record_stage, store_result
+
+        token = self._token(ev)
+        if ev.state == "queued":
+            record_stage(ev.pk, token, "starting", self.name)
+        assert store_result(ev.pk, token, doc)
+        ev.refresh_from_db()
+
+
+@pytest.fixture
+def worker():
+    return Worker()
+
+
+def result_document(
+    ev, status: str = "correct", speedups=(1.5, 2.0, 3.0), utilization=0.5, digest: str = "a", reason: str = ""
+) -> dict:
+    """A valid pkb.result/1 document for this evaluation's problem, mode and world size."""
+    from evaluator import RESULT_SCHEMA
+    from evaluator.results import summarize, timing, validate
+
+    correct = status == "correct"
+    shapes = []
+    for shape, speedup in zip(ev.submission.problem.shapes, speedups, strict=False):
+        ref_us = 100.0 * (len(shapes) + 1)
+        sol_us = ref_us / speedup if correct else None
+        shapes.append(
+            {
+                "name": shape["name"],
+                "dims": shape["dims"],
+                "default": shape.get("default", False),
+                "correct": correct if status in ("correct", "incorrect") else None,
+                "max_abs_error": 0.001 if correct else (0.5 if status == "incorrect" else None),
+                "solution": timing([[sol_us] * 3] * ev.world_size) if correct else None,
+                "reference": timing([[ref_us] * 3] * ev.world_size),
+                "speedup": speedup if correct else None,
+                "roofline": {
+                    "t_roof_us": sol_us * utilization,
+                    "bound": "nvlink",
+                    "phases": [],
+                    "utilization": utilization,
+                }
+                if correct
+                else None,
+                "digests": {"solution": [digest * 64] * ev.world_size, "reference": ["r" * 64] * ev.world_size},
+                "notes": [],
+            }
+        )
+    doc = {
+        "schema": RESULT_SCHEMA,
+        "status": status,
+        "reason": reason or ("" if correct else f"{status} on rank 1"),
+        "failing_rank": None if correct else 1,
+        "problem": ev.submission.problem.slug,
+        "mode": ev.mode,
+        "world_size": ev.world_size,
+        "hardware": ev.hardware.slug,
+        "timings_meaningful": ev.mode == "gpu",
+        "settings": {"warmup": 3, "iters": 3, "trials": 2, "timeout_s": 60.0},
+        "shapes": shapes,
+        "summary": summarize(shapes, status),
+        "stages": {},
+        "environment": {"torch": "test"},
+        "log_tail": "compiler output: secret-ish line",
+        "started_at": "",
+        "finished_at": "",
+    }
+    return validate(doc)
+
+
+@pytest.fixture
+def make_result():
+    return result_document
+
+
+@pytest.fixture
+def problem(db):
+    from submissions.models import Problem
+
+    shapes = [
+        {"name": "small", "dims": {"M": 64, "N": 1024}, "default": False},
+        {"name": "default", "dims": {"M": 1024, "N": 1024}, "default": True},
+        {"name": "large", "dims": {"M": 8192, "N": 8192}, "default": False},
+    ]
+    return Problem.objects.create(
+        slug="allreduce",
+        pkb_id=1,
+        title="All-reduce",
+        level=1,
+        parallelism="collective",
+        origin="NCCL",
+        description="Sum over ranks.",
+        shapes=shapes,
+        world_sizes=[2, 4, 8],
+        tolerance="atol=0.1, rtol=0.02",
+        reference_source="import torch\n\ndef solution(t):\n    return t\n",
+    )
+
+
+@pytest.fixture
+def other_problem(db):
+    from submissions.models import Problem
+
+    shapes = [
+        {"name": n, "dims": {"M": m}, "default": n == "default"}
+        for n, m in (("small", 64), ("default", 1024), ("large", 8192))
+    ]
+    return Problem.objects.create(
+        slug="allgather",
+        pkb_id=2,
+        title="All-gather",
+        level=2,
+        parallelism="TP",
+        shapes=shapes,
+        world_sizes=[2, 4, 8],
+        tolerance="bitwise",
+        bitwise=True,
+        reference_source="def solution(t):\n    return t\n",
+    )
+
+
+@pytest.fixture
+def cpu(db):
+    from submissions.models import Hardware
+    from submissions.sync import ensure_cpu_hardware
+
+    ensure_cpu_hardware()  # a migration creates it, but transactional tests flush the tables
+    return Hardware.objects.get(slug="cpu")
+
+
+@pytest.fixture
+def h200(db):
+    from submissions.sync import hardware_from_profile
+
+    hw = hardware_from_profile("h200x4", "h200", 4)
+    hw.save()
+    return hw
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="correct horse battery")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("bob", password="correct horse battery")
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("admin", "admin@example.org", "correct horse battery")
+
+
+GOOD_CODE = "import torch\n\n\ndef solution(tensor):\n    return tensor\n"
+
+
+@pytest.fixture
+def good_code():
+    return GOOD_CODE
+
+
+@pytest.fixture
+def submit(broker):
+    """Create a submission through the service (as the pages and API do) with queued evaluations."""
+    from submissions.services import NewSubmission, create_submission
+
+    def make(owner, problem, hardware, model_tag="gpt-5.5", code=GOOD_CODE, sample_index=0, backend="pytorch"):
+        hardware = hardware if isinstance(hardware, list) else [hardware]
+        new = NewSubmission(
+            problem=problem,
+            model_tag=model_tag,
+            backend=backend,
+            code=code,
+            hardware=hardware,
+            sample_index=sample_index,
+        )
+        sub = create_submission(owner, new)
+        for ev in sub.evaluations.all():  # what on_commit does once the transaction commits
+            broker.enqueue(ev.pk)
+        return sub
+
+    return make
+
+
+@pytest.fixture
+def judged(submit, worker, make_result):
+    """A submission whose evaluation on one hardware is done with the given outcome."""
+
+    def make(owner, problem, hardware, status="correct", speedups=(1.5, 2.0, 3.0), model_tag="gpt-5.5", **kw):
+        sub = submit(owner, problem, hardware, model_tag=model_tag, **kw)
+        ev = sub.evaluations.get()
+        worker.finish(ev, make_result(ev, status=status, speedups=speedups))
+        return ev
+
+    return make

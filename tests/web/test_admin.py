@@ -1,0 +1,95 @@
+import pytest
+
+from submissions.models import Evaluation, Hardware
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client, admin_user):
+    client.force_login(admin_user)
+    return client
+
+
+def run_action(admin_client, action, ids, **form):
+    data = {"action": action, "_selected_action": [str(i) for i in ids], **form}
+    return admin_client.post("/admin/submissions/submission/", data)
+
+
+def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu):
+    judged(user, problem, cpu)
+    for path in ("problem", "hardware", "submission", "evaluation", "casestudy"):
+        assert admin_client.get(f"/admin/submissions/{path}/").status_code == 200, path
+    assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
+
+
+def test_reevaluate_selected_on_a_chosen_hardware(
+    admin_client, judged, user, problem, cpu, h200, admin_user, django_capture_on_commit_callbacks, broker
+):
+    ev = judged(user, problem, cpu)
+    form_page = run_action(admin_client, "reevaluate", [ev.submission_id])
+    assert form_page.status_code == 200 and "Re-evaluate submissions" in form_page.content.decode()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = run_action(admin_client, "reevaluate", [ev.submission_id], hardware=str(h200.pk), apply="Apply")
+    assert response.status_code == 302
+    new = Evaluation.objects.get(hardware=h200)
+    assert (new.submission_id, new.state, new.world_size, new.requested_by) == (
+        ev.submission_id,
+        "queued",
+        4,
+        admin_user,
+    )
+    assert broker.sent[-1] == new.pk
+
+
+def test_reevaluate_every_correct_submission(admin_client, judged, user, problem, cpu, h200):
+    good = judged(user, problem, cpu)
+    bad = judged(user, problem, cpu, status="incorrect", model_tag="other")
+    run_action(
+        admin_client, "reevaluate", [bad.submission_id], hardware=str(h200.pk), every_correct="on", apply="Apply"
+    )
+    assert list(Evaluation.objects.filter(hardware=h200).values_list("submission_id", flat=True)) == [
+        good.submission_id
+    ]
+
+
+def test_mark_rejected_with_a_reason(admin_client, judged, user, problem, cpu):
+    ev = judged(user, problem, cpu)
+    assert "reason" in run_action(admin_client, "mark_rejected", [ev.submission_id]).content.decode()
+    run_action(admin_client, "mark_rejected", [ev.submission_id], reason="caches outputs by data_ptr", apply="Apply")
+    ev.refresh_from_db()
+    assert ev.hidden and ev.rejected_reason == "caches outputs by data_ptr"
+
+
+def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user, other_user, problem, cpu, settings):
+    settings.PKB_LEADERS_PER_PROBLEM = 1
+    top = judged(user, problem, cpu, speedups=(3, 3, 3))
+    judged(other_user, problem, cpu, speedups=(2, 2, 2))
+    response = admin_client.post(
+        "/admin/submissions/hardware/add/",
+        {
+            "slug": "b200x8",
+            "name": "8x B200",
+            "profile": "b200",
+            "gpu_count": "8",
+            "mode": "gpu",
+            "active": "on",
+            "created_at_0": "2026-01-01",
+            "created_at_1": "00:00:00",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    hw = Hardware.objects.get(slug="b200x8")
+    assert hw.nvlink_gbps == 900 and hw.hbm_tbps == 8.0  # copied from the profile
+    assert list(Evaluation.objects.filter(hardware=hw).values_list("submission_id", flat=True)) == [top.submission_id]
+
+
+def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
+    top = judged(user, problem, cpu)
+    admin_client.post("/admin/submissions/hardware/", {"action": "queue_leaders", "_selected_action": [str(h200.pk)]})
+    assert list(Evaluation.objects.filter(hardware=h200).values_list("submission_id", flat=True)) == [top.submission_id]
+
+
+def test_non_staff_cannot_use_the_admin(client, user):
+    client.force_login(user)
+    assert client.get("/admin/submissions/submission/").status_code == 302

@@ -1,0 +1,41 @@
+import json
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_two_hardware_side_by_side(client, judged, user, problem, other_problem, cpu, h200):
+    judged(user, problem, cpu, speedups=(2, 2, 2), model_tag="gpt")
+    judged(user, problem, h200, status="runtime_error", model_tag="gpt")
+    judged(user, other_problem, cpu, status="incorrect", model_tag="glm")
+    response = client.get("/compare/models/?hardware=cpu&hardware_b=h200x4")
+    assert response.status_code == 200
+    left, right = response.context["panels"]
+    assert left["comparison"].hardware == cpu and right["comparison"].hardware == h200
+    assert [s.model for s in left["comparison"].scores] == ["gpt", "glm"]
+    assert right["comparison"].scores[0].failures["runtime_error"] == 1
+    fast = left["fast_chart"]
+    assert fast["data"]["labels"][0] == 0 and fast["data"]["labels"][-1] == 3.0
+    assert fast["data"]["datasets"][0]["data"][0] == pytest.approx(0.5)  # gpt: 1 of 2 problems correct
+    body = response.content.decode()
+    assert body.count("<canvas") == 6
+    chart = json.loads(body.split('id="fast-chart-0" type="application/json">')[1].split("</script>")[0])
+    assert chart["type"] == "line"
+    assert "pass@1" in body and "fast_1@1" in body and "level 2" in body
+
+
+def test_level_and_model_filters(client, judged, user, problem, other_problem, cpu):
+    judged(user, problem, cpu, model_tag="gpt")
+    judged(user, other_problem, cpu, model_tag="glm")
+    response = client.get("/compare/models/?hardware=cpu&level=2")
+    [panel] = response.context["panels"]
+    assert panel["comparison"].n_problems == 1 and [s.model for s in panel["comparison"].scores] == ["glm"]
+    response = client.get("/compare/models/?hardware=cpu&models=gpt")
+    assert [s.model for s in response.context["panels"][0]["comparison"].scores] == ["gpt"]
+
+
+def test_no_results(client, cpu):
+    response = client.get("/compare/models/")
+    assert response.status_code == 200 and "No finished evaluations" in response.content.decode()
+    assert client.get("/compare/models/?hardware=nope").status_code == 404

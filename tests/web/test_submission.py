@@ -1,0 +1,67 @@
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def test_results_are_public_code_and_log_are_not(client, judged, user, other_user, problem, cpu):
+    ev = judged(user, problem, cpu, speedups=(1, 2, 4))
+    url = f"/submissions/{ev.submission_id}/"
+    public = client.get(url).content.decode()
+    assert "Correct" in public and "2.00×" in public
+    assert "def solution" not in public and "secret-ish line" not in public
+    assert "visible to its owner and admins" in public
+    client.force_login(other_user)
+    assert "def solution" not in client.get(url).content.decode()
+    client.force_login(user)
+    own = client.get(url).content.decode()
+    assert "def solution" in own and "secret-ish line" in own
+
+
+def test_shapes_per_rank_and_charts(client, judged, user, problem, cpu):
+    ev = judged(user, problem, cpu, speedups=(1.5, 2.0, 3.0))
+    response = client.get(f"/submissions/{ev.submission_id}/")
+    [view] = response.context["evaluations"]
+    assert [s["name"] for s in view["shapes"]] == ["small", "default", "large"]
+    assert [s["speedup"] for s in view["shapes"]] == [1.5, 2.0, 3.0]
+    assert len(view["shapes"][0]["per_rank"]) == 2
+    assert view["speedup_chart"]["data"]["datasets"][0]["data"] == [1.5, 2.0, 3.0]
+    assert view["roofline_chart"]["type"] == "bar"
+    body = response.content.decode()
+    assert f'id="speedup-chart-{ev.pk}"' in body and "Per-rank timings" in body
+    assert "not meaningful" in body  # cpu mode
+
+
+def test_errors_are_stated_plainly(client, judged, user, problem, cpu):
+    ev = judged(user, problem, cpu, status="compile_error")
+    body = client.get(f"/submissions/{ev.submission_id}/").content.decode()
+    assert "Did not compile" in body and "compile_error on rank 1" in body and "(rank 1)" in body
+
+
+def test_rejected_is_explained(client, judged, user, problem, cpu):
+    from submissions.services import reject
+
+    ev = judged(user, problem, cpu)
+    reject([ev.submission_id], "reads the reference output")
+    body = client.get(f"/submissions/{ev.submission_id}/").content.decode()
+    assert "Hidden from the leaderboards by an admin: reads the reference output" in body
+
+
+def test_infrastructure_failure(client, submit, user, problem, cpu):
+    from submissions.models import Evaluation
+
+    sub = submit(user, problem, cpu)
+    Evaluation.objects.filter(submission=sub).update(state="failed", stage="done", attempts=3, reason="GPU lost")
+    body = client.get(f"/submissions/{sub.pk}/").content.decode()
+    assert "could not evaluate this" in body and "GPU lost" in body
+
+
+def test_my_submissions(client, submit, user, other_user, problem, cpu):
+    submit(user, problem, cpu)
+    submit(other_user, problem, cpu)
+    client.force_login(user)
+    response = client.get("/submissions/")
+    assert [s.owner for s in response.context["submissions"]] == [user]
+
+
+def test_unknown_submission_is_404(client, db):
+    assert client.get("/submissions/999/").status_code == 404
