@@ -4,6 +4,7 @@ message stands, and the web side may not even reach the broker)."""
 from __future__ import annotations
 
 from django.db.models import Q
+
 from submissions.models import Evaluation
 
 

@@ -12,10 +12,10 @@ import uuid
 
 from django.conf import settings
 from django.utils import timezone
-from pkb_site.celery import app
-from submissions.models import Evaluation
 
 from evaluator.worker import EVALUATE_TASK, declare_queue
+from pkb_site.celery import app
+from submissions.models import Evaluation
 
 log = logging.getLogger("pkb.dispatch")
 

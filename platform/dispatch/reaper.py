@@ -18,9 +18,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
-from submissions.models import Evaluation
 
 from dispatch import publish, transitions
+from submissions.models import Evaluation
 
 log = logging.getLogger("pkb.dispatch")
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
-from pkb_site.celery import app
 
 from dispatch import reaper, transitions
 from evaluator import worker as names
+from pkb_site.celery import app
 
 DATABASE_DOWN = {
     "autoretry_for": (OperationalError, InterfaceError),

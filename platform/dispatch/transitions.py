@@ -21,10 +21,10 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Case, F, Value, When
 from django.utils import timezone
-from submissions.models import STAGES, Evaluation
 
 from dispatch import publish
 from evaluator.results import InvalidResult, validate
+from submissions.models import STAGES, Evaluation
 
 log = logging.getLogger("pkb.dispatch")
 

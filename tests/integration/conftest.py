@@ -18,6 +18,7 @@ from pathlib import Path
 import pkb_stack
 import pytest
 from django.conf import settings
+
 from pkb_site.settings import database_from_url
 
 TEST_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/pkb_web"

@@ -7,9 +7,9 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from dispatch import positions, publish, reaper, tasks, transitions
 from django.utils import timezone
 
+from dispatch import positions, publish, reaper, tasks, transitions
 from evaluator import RESULT_SCHEMA
 from evaluator.results import summarize, validate
 
