@@ -457,3 +457,13 @@ print("IDS=" + json.dumps(ids))
             except ChildProcessError:
                 pass
         become_subreaper(False)
+
+
+def csrf_token(html: str) -> str:
+    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+
+
+def submission_finished(session, base: str, submission_id: int):
+    """The API's view of a submission once every evaluation of it has finished, else None."""
+    data = session.get(f"{base}/api/submissions/{submission_id}").json()
+    return data if data["finished"] else None

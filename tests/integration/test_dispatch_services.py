@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 from celery import Celery
-from pkb_stack import CORRECT_SOLUTION, SLOW_SOLUTION, free_port, wait_for
+from pkb_stack import CORRECT_SOLUTION, SLOW_SOLUTION, csrf_token, free_port, submission_finished, wait_for
 
 from evaluator import RESULT_SCHEMA
 from evaluator.results import summarize, validate
@@ -48,7 +48,7 @@ def test_browser_submission_end_to_end(make_stack, rabbitmq):
         data={
             "username": "ada",
             "password": "integration-pass-1234",
-            "csrfmiddlewaretoken": _csrf(login.text),
+            "csrfmiddlewaretoken": csrf_token(login.text),
         },
         headers={"Referer": base + "/accounts/login/"},
     )
@@ -57,7 +57,7 @@ def test_browser_submission_end_to_end(make_stack, rabbitmq):
     posted = browser.post(
         base + "/submit/",
         data={
-            "csrfmiddlewaretoken": _csrf(form.text),
+            "csrfmiddlewaretoken": csrf_token(form.text),
             "problem": "allreduce",
             "model_tag": "human",
             "backend": "pytorch",
@@ -80,7 +80,7 @@ def test_browser_submission_end_to_end(make_stack, rabbitmq):
     assert backlog[hardware] == 1
 
     stack.gpu_worker(hardware, "gpu0")
-    done = wait_for(lambda: _finished(browser, base, submission_id), 120, "the evaluation", interval=0.5)
+    done = wait_for(lambda: submission_finished(browser, base, submission_id), 120, "the evaluation", interval=0.5)
     (evaluation,) = done["evaluations"]
     assert (evaluation["state"], evaluation["status"], evaluation["correct"]) == ("done", "correct", True)
     assert evaluation["queue_position"] is None and evaluation["output_digest"]
@@ -220,14 +220,6 @@ def _get(url):
     except requests.RequestException:
         return False
 
-
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
-
-
-def _finished(session, base, submission_id):
-    data = session.get(f"{base}/api/submissions/{submission_id}").json()
-    return data if data["finished"] else None
 
 
 def _row_if(stack, evaluation, predicate):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from pkb_stack import CORRECT_SOLUTION, FAST_SETTINGS, REPO, free_port, wait_for
+from pkb_stack import CORRECT_SOLUTION, FAST_SETTINGS, REPO, csrf_token, free_port, submission_finished, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -70,16 +70,16 @@ def test_bin_serve_runs_the_embedded_default_end_to_end(tmp_path):
         login = browser.get(base + "/accounts/login/")
         browser.post(
             base + "/accounts/login/",
-            data={"username": "admin", "password": password, "csrfmiddlewaretoken": _csrf(login.text)},
+            data={"username": "admin", "password": password, "csrfmiddlewaretoken": csrf_token(login.text)},
             headers={"Referer": base},
         )
         form = browser.get(base + "/submit/")
         posted = browser.post(base + "/submit/", headers={"Referer": base}, data={
-            "csrfmiddlewaretoken": _csrf(form.text), "problem": "allreduce", "model_tag": "human",
+            "csrfmiddlewaretoken": csrf_token(form.text), "problem": "allreduce", "model_tag": "human",
             "backend": "pytorch", "hardware": "cpu", "code": CORRECT_SOLUTION, "sample_index": "0",
         })  # fmt: skip
         submission = int(re.search(r"/submissions/(\d+)/", posted.url).group(1))
-        done = wait_for(lambda: _finished(browser, base, submission), 120, "the evaluation", interval=0.5)
+        done = wait_for(lambda: submission_finished(browser, base, submission), 120, "the evaluation", interval=0.5)
         (evaluation,) = done["evaluations"]
         assert (evaluation["hardware"], evaluation["state"], evaluation["status"]) == ("cpu", "done", "correct")
         assert (root / "var" / "pkb.sqlite3").exists() and (root / "var" / "broker" / "queue").is_dir()
@@ -108,11 +108,3 @@ def _up(base: str) -> bool:
     except requests.RequestException:
         return False
 
-
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
-
-
-def _finished(session, base, submission_id):
-    data = session.get(f"{base}/api/submissions/{submission_id}").json()
-    return data if data["finished"] else None
