@@ -73,17 +73,17 @@ def seed_stream(secret: bytes, problem: str, shapes: list[dict], rank: int, tria
     The public trial's seeds are fixed, so output digests are comparable across hardware."""
     stream = []
 
-    def add(kind: str, shape: str, i: int, seed: int, shared: int) -> None:
+    def add(kind: str, shape: str, seed: int, shared: int) -> None:
         stream.append({"seq": len(stream), "kind": kind, "shape": shape, "seed": seed, "shared_seed": shared})
 
     for shape in shapes:
         name = shape["name"]
         for t in range(trials):
-            add("trial", name, t, _seed(secret, name, t, rank), _seed(secret, name, t, "shared"))
+            add("trial", name, _seed(secret, name, t, rank), _seed(secret, name, t, "shared"))
         if timed:
-            add("timing", name, 0, _seed(secret, name, "timing", rank), _seed(secret, name, "timing", "shared"))
-            add("post", name, 0, _seed(secret, name, "post", rank), _seed(secret, name, "post", "shared"))
-        add("public", name, 0, _public_seed(problem, name, rank), _public_seed(problem, name, "shared"))
+            add("timing", name, _seed(secret, name, "timing", rank), _seed(secret, name, "timing", "shared"))
+            add("post", name, _seed(secret, name, "post", rank), _seed(secret, name, "post", "shared"))
+        add("public", name, _public_seed(problem, name, rank), _public_seed(problem, name, "shared"))
     return stream
 
 
