@@ -9,7 +9,7 @@ call; includes whatever host launch overhead the GPU waits for), and "device", t
 time of CUDA-graph replays of many calls that cycle through enough weight copies to miss in L2
 (the kernels alone).
 
-    python bench/repro_gemm.py [--quick] [--sweep] [--json PATH]
+    python bench/repro_gemm.py [--quick] [--sweep | --sweep-only] [--json PATH]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tasks.reproducible.config import LaunchConfig, launch_config  # noqa: E402
+from tasks.reproducible.config import launch_config  # noqa: E402
 from tasks.reproducible.cpu_reference import reproducible_matmul_cpu  # noqa: E402
 from tasks.reproducible.gemm import reproducible_matmul  # noqa: E402
 
@@ -44,22 +44,14 @@ SMALL_M = (64,)
 PREFILL_M = (512, 4096)
 PREFILL_SHAPES = ("llama gate/up", "llama down", "llama q/o", "qwen gate/up")
 
-SWEEP = {
-    "prefill": [
-        LaunchConfig("sgemm"),
-        LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_warps=4, num_stages=3),
-        LaunchConfig("tile", block_m=128, block_n=128, block_k=32, num_warps=8, num_stages=3),
-    ],
-    "small": [
-        LaunchConfig("gemv"),
-        LaunchConfig("sgemm"),
-        LaunchConfig("tile", block_m=64, block_n=128, block_k=32, num_warps=4, num_stages=3, split_parallel=True),
-    ],
-    "decode": [
-        LaunchConfig("gemv"),
-        LaunchConfig("tile", block_m=16, block_n=128, block_k=64, num_warps=4, num_stages=4, split_parallel=True),
-    ],
-}
+# Kernel variants for --sweep (every one computes the same bits; the fastest becomes the default
+# in tasks/reproducible/cuda_kernels.py): the persistent GEMV's (k per stage, stages, programs per
+# SM), and the SGEMM's form.
+GEMV_SWEEP = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
+GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 128256, 1), (3584, 18944, 1),
+                    (18944, 3584, 1), (4096, 14336, 4), (4096, 4096, 4)]  # fmt: skip
+SGEMM_SWEEP = [("tile",), ("warp", 16, 3, 2), ("warp", 16, 4, 2), ("warp", 8, 4, 2), ("warp", 16, 2, 2), ("warp", 32, 3, 1)]  # fmt: skip
+SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 512), (3584, 18944, 512)]
 
 
 def bench_ms(fn) -> float:
@@ -112,10 +104,74 @@ def time_methods(x: torch.Tensor, wb: torch.Tensor, wf: torch.Tensor, copies: li
     return t
 
 
-def time_config(x: torch.Tensor, wb: torch.Tensor, cfg: LaunchConfig) -> float:
-    """Device time (graph replay) of one launch configuration."""
-    call = bench_ms(lambda: reproducible_matmul(x, wb, config=cfg))
-    return graph_ms([lambda: reproducible_matmul(x, wb, config=cfg)], max(2, min(24, int(30 / max(call, 1e-3)))))
+def weight_copies(n: int, k: int, dev) -> list[torch.Tensor]:
+    """Enough copies of one random bf16 weight to exceed 3x the L2 when cycled."""
+    wb = (torch.randn(n, k, device=dev) * k**-0.5).to(torch.bfloat16)
+    return [wb] + [wb.clone() for _ in range(max(1, -(-3 * L2_BYTES // (n * k * 2))) - 1)]
+
+
+REFERENCES = ("cublas_bf16", "layercast")  # timed beside the variants, not reproducible
+
+
+def variant_call(kind: str, v: tuple, x: torch.Tensor):
+    """weight -> output of one kernel variant for this x; None where the variant cannot run."""
+    from tasks.reproducible import cuda_kernels as ck
+
+    m, k = x.shape
+    if v[0] == "cublas_bf16":
+        return lambda w: F.linear(x, w)
+    if v[0] == "layercast":
+        return lambda w: F.linear(x.float(), w.float())
+    if kind == "gemv" and v[0] == "row-block":
+        return lambda w: ck.gemv_batched(x[None], w[None])[0]
+    if kind == "gemv":
+        mb = next(r for r in ck.GEMV_ROWS_MB if r >= m)
+        if ck.gemv_rows_smem_bytes(mb, k, v) > ck.max_dynamic_smem():
+            return None
+        return lambda w: ck.gemv_rows(x, w, None, mb, v)
+    return lambda w: ck.sgemm(x, w, None, variant=v)
+
+
+def device_ms(fn, copies: list[torch.Tensor]) -> float:
+    call = bench_ms(lambda: fn(copies[0]))
+    return graph_ms([lambda w=w: fn(w) for w in copies], max(3, min(24, int(30 / max(call, 1e-3)))))
+
+
+def sweep(dev, gen: torch.Generator, bw: float) -> list[dict]:
+    """Device time of every kernel variant at the sweep shapes, each checked bit for bit against
+    the default path, itself checked against the CPU emulation."""
+    rows = []
+    gemv = [("cublas_bf16",), ("row-block",), *GEMV_SWEEP]
+    jobs = [("gemv", k, n, m, v) for k, n, m in GEMV_SWEEP_CASES for v in gemv]
+    jobs += [("sgemm", k, n, m, v) for k, n, m in SGEMM_SWEEP_CASES for v in [("layercast",), *SGEMM_SWEEP]]
+    copies, x, base, base_ok, sample, key = None, None, None, False, "", None
+    for kind, k, n, m, v in jobs:
+        if key != (k, n, m):
+            key, copies = (k, n, m), None
+            copies = weight_copies(n, k, dev)
+            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
+            base = reproducible_matmul(x, copies[0])
+            base_ok, sample = check_bitwise(x, copies[0], base, gen)  # every variant is compared with base
+        fn = variant_call(kind, v, x)
+        if fn is None:
+            continue
+        try:
+            y = fn(copies[0])
+            same = torch.equal(y.float().view(torch.int32), base.view(torch.int32))
+            ok = base_ok and same
+            ms = device_ms(fn, copies)
+        except Exception as exc:  # noqa: BLE001 - a variant that fails is reported, not fatal
+            print(f"sweep {kind} K={k} N={n} M={m} {v}: FAILED {type(exc).__name__}: {exc}", flush=True)
+            rows.append({"kind": kind, "K": k, "N": n, "M": m, "variant": list(v), "error": str(exc)})
+            continue
+        gbs = n * k * 2 / (ms * 1e-3) / 1e9
+        tflops = 2 * m * n * k / (ms * 1e-3) / 1e12
+        rows.append({"kind": kind, "K": k, "N": n, "M": m, "variant": list(v), "ms": ms, "same_bits": same,
+                     "bitwise_vs_cpu": ok, "weight_bw_share": gbs * 1e9 / bw, "tflops": tflops})  # fmt: skip
+        print(f"sweep {kind:5s} K={k:5d} N={n:6d} M={m:4d} {str(v):22s} {ms * 1e3:9.1f} us "
+              f"{100 * gbs * 1e9 / bw:5.1f}% bw {tflops:5.1f} TFLOP/s same bits {same} vs CPU {ok} ({sample})",
+              flush=True)  # fmt: skip
+    return rows
 
 
 def copy_bandwidth() -> float:
@@ -159,6 +215,8 @@ def run(args) -> dict:
                 cases.append((name, k, n, m))
     if args.quick:
         cases = [c for c in cases if c[3] in (1, 16, 4096) and c[0] in ("llama gate/up", "llama down")]
+    if args.sweep_only:
+        cases = []
 
     weights = {}
     for name, k, n, m in cases:
@@ -195,34 +253,16 @@ def run(args) -> dict:
             flush=True,
         )
 
-    if args.sweep:
-        sweep_cases = [("decode", 4096, 14336, 1), ("decode", 14336, 4096, 16), ("small", 4096, 14336, 64),
-                       ("prefill", 4096, 4096, 4096), ("prefill", 4096, 14336, 4096), ("prefill", 14336, 4096, 512)]  # fmt: skip
-        for bucket, k, n, m in sweep_cases:
-            wb = (torch.randn(n, k, device=dev) * k**-0.5).to(torch.bfloat16)
-            x = torch.randn(m, k, device=dev).to(torch.bfloat16)
-            base = reproducible_matmul(x, wb)
-            for cfg in SWEEP[bucket]:
-                try:
-                    y = reproducible_matmul(x, wb, config=cfg)
-                    same = torch.equal(y.view(torch.int32), base.view(torch.int32))
-                    ms = time_config(x, wb, cfg)
-                except Exception as exc:  # noqa: BLE001 - a config that fails to build is reported, not fatal
-                    print(f"sweep {bucket} K={k} N={n} M={m} {cfg}: FAILED {type(exc).__name__}: {exc}", flush=True)
-                    continue
-                tflops = 2 * m * n * k / (ms * 1e-3) / 1e12
-                results["sweep"].append(
-                    {"bucket": bucket, "K": k, "N": n, "M": m, "config": str(cfg), "ms": ms, "same_bits": same}
-                )
-                print(f"sweep {bucket:7s} K={k:5d} N={n:6d} M={m:4d} {ms * 1e3:9.1f} us {tflops:5.1f} TFLOP/s "
-                      f"same bits {same} {cfg}", flush=True)  # fmt: skip
+    if args.sweep or args.sweep_only:
+        results["sweep"] = sweep(dev, gen, bw)
     return results
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
-    parser.add_argument("--sweep", action="store_true", help="also time alternative launch configurations")
+    parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
+    parser.add_argument("--sweep-only", action="store_true", help="time the kernel variants only")
     parser.add_argument("--json", help="write all figures to this file")
     args = parser.parse_args()
     results = run(args)

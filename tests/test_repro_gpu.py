@@ -89,8 +89,8 @@ def test_llama_shapes_sampled():
         run_all(x, w, b, [GEMV, SGEMM, TILES[1], TILES[4]], f"K={k}")
 
 
-def test_special_values():
-    k = 1100
+def special_values(k: int = 1100) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [6, k] and w [40, k] (bf16) full of subnormals, signed zeros, infinities, NaN, overflow."""
     g = torch.Generator().manual_seed(5)
     x = torch.randn(6, k, generator=g)
     w = torch.randn(40, k, generator=g)
@@ -111,10 +111,58 @@ def test_special_values():
     # overflow of the fp32 chain
     w[7] = 3e38
     x[4] = 3e38
-    xb, wb = x.bfloat16(), w.bfloat16()
+    return x.bfloat16(), w.bfloat16()
+
+
+def test_special_values():
+    xb, wb = special_values()
     want = run_all(xb, wb, None, [GEMV, SGEMM, *TILES], "special values")
     assert math.isinf(want[4, 7].item())
     assert bits(want)[0, 6].item() == CANONICAL_NAN_BITS  # x * NaN
+
+
+# Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
+GEMV_ROWS_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
+SGEMM_VARIANTS = [("tile",), ("warp", 16, 3, 2), ("warp", 16, 4, 2), ("warp", 8, 4, 2), ("warp", 16, 2, 2), ("warp", 32, 3, 1)]  # fmt: skip
+
+
+def _every_cuda_kernel(x, w, b, what):
+    """The persistent GEMV (each variant, each row capacity >= M), the row-block GEMV and each
+    SGEMM variant, against the emulation."""
+    from tasks.reproducible import cuda_kernels as ck
+
+    want = reproducible_matmul_cpu(x, w, b)
+    xc, wc = x.cuda(), w.cuda()
+    bc = b.cuda() if b is not None else None
+    m, k = x.shape
+    checked = 0
+    for mb in (r for r in ck.GEMV_ROWS_MB if r >= m):
+        for v in GEMV_ROWS_VARIANTS:
+            if ck.gemv_rows_smem_bytes(mb, k, v) <= ck.max_dynamic_smem():
+                assert_same_bits(ck.gemv_rows(xc, wc, bc, mb, v), want, f"{what} gemv_rows MB={mb} {v}")
+                checked += 1
+    if m <= 16:
+        assert_same_bits(ck.gemv_batched(xc[None], wc[None], bc)[0], want, f"{what} row-block gemv")
+    if k % 8 == 0:
+        for v in SGEMM_VARIANTS:
+            assert_same_bits(ck.sgemm(xc, wc, bc, variant=v), want, f"{what} sgemm {v}")
+    return checked
+
+
+def test_every_cuda_kernel_variant_matches_the_emulation():
+    cases = [(1, 5, 8), (2, 300, 1000), (3, 77, 4104), (4, 260, 520), (1, 33, 18944), (1, 1, 513), (1, 700, 4096)]
+    checked = 0
+    for i, (m, n, k) in enumerate(cases):
+        for xdtype in (torch.float32, torch.bfloat16, torch.float16):
+            wdtype = torch.float16 if i % 2 else torch.bfloat16
+            x, w, b = random_case(m, n, k, seed=100 + i, wdtype=wdtype, xdtype=xdtype, bias=i % 3 != 0)
+            if i == 3 and b is not None:
+                b = b.float()  # fp32 bias too
+            checked += _every_cuda_kernel(x, w, b, f"M={m} N={n} K={k} x={xdtype} w={wdtype}")
+    assert checked > 50  # the persistent kernel really ran
+    xb, wb = special_values()
+    for rows in (slice(0, 1), slice(0, 4), slice(2, 6), slice(0, 6)):
+        _every_cuda_kernel(xb[rows], wb, None, f"special values rows {rows}")
 
 
 def test_underflowed_chunks_keep_negative_zero():

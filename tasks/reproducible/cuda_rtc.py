@@ -130,6 +130,15 @@ def compile_module(source: str, name_expressions: list[str], options: list[str])
     return out
 
 
+def static_smem(fn: ctypes.c_void_p) -> int:
+    """Bytes of statically declared shared memory of a kernel."""
+    cu = _driver()
+    value = ctypes.c_int()
+    shared_size_bytes = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+    _check_cu(cu, cu.cuFuncGetAttribute(ctypes.byref(value), shared_size_bytes, fn), "get shared memory size")
+    return value.value
+
+
 def set_dynamic_smem(fn: ctypes.c_void_p, nbytes: int) -> None:
     cu = _driver()
     max_dynamic_shared_size = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

@@ -1,0 +1,547 @@
+#define CANONICAL_NAN 0x7fc00000
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  unsigned r;
+  asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_wait_stages() { asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+
+__device__ __forceinline__ float lo16(unsigned v, bool fp16) {
+  if (fp16) { float f; unsigned short h = (unsigned short)(v & 0xffffu); asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+  return __uint_as_float(v << 16);
+}
+__device__ __forceinline__ float hi16(unsigned v, bool fp16) {
+  if (fp16) { float f; unsigned short h = (unsigned short)(v >> 16); asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+  return __uint_as_float(v & 0xffff0000u);
+}
+__device__ __forceinline__ float canonical(float y) { return y != y ? __uint_as_float(CANONICAL_NAN) : y; }
+// Element i of a float32 (dtype 0), bfloat16 (1) or float16 (2) array, exactly as fp32.
+__device__ __forceinline__ float load_as_f32(const void* p, long long i, int dtype) {
+  if (dtype == 0) return reinterpret_cast<const float*>(p)[i];
+  const unsigned h = reinterpret_cast<const unsigned short*>(p)[i];
+  return dtype == 1 ? __uint_as_float(h << 16) : lo16(h, true);
+}
+
+// Batched: entry b reads x + b*x_batch (MB rows of fp32 at stride ldx), rows of w + b*w_batch at
+// stride ldw (a multiple of 8, 16-byte aligned), and writes out + b*M*N ([M, N]) or its partials
+// partial + b*S*M*N ([S, M, N]). blockIdx.z = b * mblocks + (row block of MB rows of x).
+// Each thread owns R weight rows (tid + j*ROWS): every x value read from shared memory feeds R*MB
+// chains, which keeps the 8- and 16-row kernels from being bound by shared-memory broadcasts.
+template <int MB, int R, int KT, bool FP16>
+__global__ void __launch_bounds__(ROWS) repro_gemv(
+    const float* __restrict__ x, long long ldx, long long x_batch, const unsigned short* __restrict__ w,
+    long long ldw, long long w_batch, const float* __restrict__ bias, float* __restrict__ out,
+    float* __restrict__ partial, int M, int N, int K, int mblocks, int has_bias) {
+  constexpr int ROW_B = KT * 2 + 16;  // 16 bytes of padding keep 16-byte row reads conflict-free
+  constexpr int ROWS_CTA = ROWS * R;
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned char* ws = smem;
+  float* xs = reinterpret_cast<float*>(smem + STAGES * ROWS_CTA * ROW_B);  // [MB][CHUNK]
+  const int tid = threadIdx.x;
+  const int n0 = blockIdx.x * ROWS_CTA;
+  const int s = blockIdx.y;
+  const int S = gridDim.y;
+  const int b = blockIdx.z / mblocks;
+  const int m0 = (blockIdx.z % mblocks) * MB;
+  x += (size_t)b * x_batch;
+  w += (size_t)b * w_batch;
+  out += (size_t)b * M * N;
+  partial += (size_t)b * S * M * N;
+  const int kbeg = s * CHUNK;
+  const int klen = min(CHUNK, K - kbeg);
+  const int nstages = (klen + KT - 1) / KT;
+
+  // Weight stages: ROWS_CTA rows x KT k in 16-byte vectors; rows past N and k past the chunk are
+  // zero-filled (cp.async copies `bytes` and fills the rest of the 16 with zeros).
+  auto issue = [&](int st) {
+    if (st < nstages) {
+      unsigned char* base = ws + (st % STAGES) * ROWS_CTA * ROW_B;
+      const int kst = kbeg + st * KT;
+#pragma unroll
+      for (int j = 0; j < R * KT / 8; ++j) {
+        const int v = tid + j * ROWS;
+        const int r = v / (KT / 8), c = v % (KT / 8);
+        const int n = n0 + r, k = kst + c * 8;
+        const int bytes = (n < N) ? max(0, min(16, (kbeg + klen - k) * 2)) : 0;
+        const unsigned short* src = bytes ? (w + (size_t)n * ldw + k) : w;
+        cp_async16(smem_u32(base + r * ROW_B + c * 16), src, bytes);
+      }
+    }
+    cp_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) issue(st);
+
+  // x chunk, row-major xs[m][k]. Padding (k past the chunk, rows past M) is -0.0: times a
+  // zero-filled weight it gives -0.0, which added to any accumulator leaves it unchanged.
+  for (int i = tid; i < MB * CHUNK; i += ROWS) {
+    const int m = i / CHUNK, k = i % CHUNK;
+    float v = -0.0f;
+    if (k < klen && m0 + m < M) v = x[(size_t)(m0 + m) * ldx + kbeg + k];
+    xs[i] = v;
+  }
+
+  float acc[R][MB];
+#pragma unroll
+  for (int j = 0; j < R; ++j)
+#pragma unroll
+    for (int m = 0; m < MB; ++m) acc[j][m] = 0.0f;
+
+  for (int st = 0; st < nstages; ++st) {
+    cp_wait_stages();
+    __syncthreads();
+    issue(st + STAGES - 1);
+    const unsigned char* stage = ws + (st % STAGES) * ROWS_CTA * ROW_B;
+#pragma unroll
+    for (int c = 0; c < KT / 8; ++c) {
+      unsigned words[R][4];
+#pragma unroll
+      for (int j = 0; j < R; ++j) {
+        const uint4 q = *reinterpret_cast<const uint4*>(stage + (tid + j * ROWS) * ROW_B + c * 16);
+        words[j][0] = q.x; words[j][1] = q.y; words[j][2] = q.z; words[j][3] = q.w;
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int k = st * KT + c * 8 + half * 4;
+        float wv[R][4];
+#pragma unroll
+        for (int j = 0; j < R; ++j) {
+          wv[j][0] = lo16(words[j][half * 2], FP16);
+          wv[j][1] = hi16(words[j][half * 2], FP16);
+          wv[j][2] = lo16(words[j][half * 2 + 1], FP16);
+          wv[j][3] = hi16(words[j][half * 2 + 1], FP16);
+        }
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+          const float4 xv = *reinterpret_cast<const float4*>(xs + m * CHUNK + k);
+#pragma unroll
+          for (int j = 0; j < R; ++j) {
+            acc[j][m] = __fmaf_rn(xv.x, wv[j][0], acc[j][m]);
+            acc[j][m] = __fmaf_rn(xv.y, wv[j][1], acc[j][m]);
+            acc[j][m] = __fmaf_rn(xv.z, wv[j][2], acc[j][m]);
+            acc[j][m] = __fmaf_rn(xv.w, wv[j][3], acc[j][m]);
+          }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const int n = n0 + tid + j * ROWS;
+    if (n >= N) continue;
+    if (S == 1) {
+      const float bn = has_bias ? bias[n] : 0.0f;
+#pragma unroll
+      for (int m = 0; m < MB; ++m) {
+        if (m0 + m < M) {
+          float y = acc[j][m];
+          if (has_bias) y = __fadd_rn(y, bn);
+          out[(size_t)(m0 + m) * N + n] = canonical(y);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int m = 0; m < MB; ++m)
+        if (m0 + m < M) partial[((size_t)s * M + (m0 + m)) * N + n] = acc[j][m];
+    }
+  }
+}
+
+// Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
+// are split evenly over the programs, and each program walks its rows in groups of G = 256 / S
+// rows (S chunks of K). Thread t owns the pair (row t % G, chunk t / G) of the current group and
+// runs its MB fp32 FMA chains over that chunk's k in order; at the group's end the S chunk
+// partials of each row are added in index order by one thread, then the bias: the order of
+// config.py, in one launch, with no partial buffer. Weights stream through shared memory with a
+// cp.async pipeline that runs on across groups (no restart per row block); x, read once in its
+// own dtype, is kept as fp32 in shared memory, -0.0 past K.
+#define GR_THREADS 256
+template <int MB, int KT, int STAGES_, bool FP16>
+__global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
+    const void* __restrict__ x, int x_dtype, long long ldx, const unsigned short* __restrict__ w, long long ldw,
+    const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
+  constexpr int ROW_B = KT * 2 + 16;    // 16 bytes of padding keep 16-byte row reads conflict-free
+  constexpr int TPC = CHUNK / KT;       // pipeline stages per chunk
+  constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
+  constexpr int VPT = KT / 8;           // 16-byte copies per thread per stage
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int S = (K + CHUNK - 1) / CHUNK;
+  const int P = G * S;                  // (row, chunk) pairs in a group, <= GR_THREADS
+  unsigned char* ws = smem;                                                          // [STAGES_][P][ROW_B]
+  float* xs = reinterpret_cast<float*>(smem + STAGES_ * GR_THREADS * ROW_B);       // [MB][S][XS]
+  float* red = xs + MB * S * XS;                                                     // [MB][S][G]
+  const int tid = threadIdx.x;
+  const int row_begin = (int)((long long)N * blockIdx.x / gridDim.x);
+  const int row_end = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
+  const int nstages = (row_end - row_begin + G - 1) / G * TPC;
+
+  // Copy j of this thread, every stage: 16 bytes of pair cp_p[j] at k offset cp_k[j] in its chunk.
+  int cp_row[VPT], cp_k[VPT];
+  unsigned cp_dst[VPT];
+#pragma unroll
+  for (int j = 0; j < VPT; ++j) {
+    const int v = tid + j * GR_THREADS, p = v / VPT, c = v % VPT;
+    cp_row[j] = p < P ? p % G : -1;
+    cp_k[j] = (p / G) * CHUNK + c * 8;
+    cp_dst[j] = smem_u32(ws + p * ROW_B + c * 16);
+  }
+  auto issue = [&](int st) {
+    if (st < nstages) {
+      const unsigned stage_off = (st % STAGES_) * GR_THREADS * ROW_B;
+      const int n_base = row_begin + (st / TPC) * G, k_off = (st % TPC) * KT;
+#pragma unroll
+      for (int j = 0; j < VPT; ++j) {
+        if (cp_row[j] < 0) continue;
+        const int n = n_base + cp_row[j], k = cp_k[j] + k_off;
+        const int bytes = n < row_end ? max(0, min(16, (K - k) * 2)) : 0;
+        cp_async16(cp_dst[j] + stage_off, bytes ? w + (size_t)n * ldw + k : w, bytes);
+      }
+    }
+    cp_commit();
+  };
+#pragma unroll
+  for (int st = 0; st < STAGES_ - 1; ++st) issue(st);
+
+  for (int i = tid; i < MB * S * CHUNK; i += GR_THREADS) {
+    const int m = i / (S * CHUNK), k = i % (S * CHUNK);
+    xs[m * S * XS + (k / CHUNK) * XS + k % CHUNK] = (m < M && k < K) ? load_as_f32(x, m * ldx + k, x_dtype) : -0.0f;
+  }
+
+  const int r = tid % G, s = tid / G;
+  const bool computes = tid < P;
+  const unsigned char* mine = ws + tid * ROW_B;
+  const float* xmine = xs + s * XS;
+  float acc[MB];
+#pragma unroll
+  for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
+
+  for (int st = 0; st < nstages; ++st) {
+    cp_wait<STAGES_ - 2>();
+    __syncthreads();
+    issue(st + STAGES_ - 1);
+    const int t = st % TPC;
+    if (computes) {
+      const unsigned char* stage = mine + (st % STAGES_) * GR_THREADS * ROW_B;
+#pragma unroll
+      for (int c = 0; c < VPT; ++c) {
+        const uint4 q = *reinterpret_cast<const uint4*>(stage + c * 16);
+        const unsigned words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const float w0 = lo16(words[half * 2], FP16), w1 = hi16(words[half * 2], FP16);
+          const float w2 = lo16(words[half * 2 + 1], FP16), w3 = hi16(words[half * 2 + 1], FP16);
+#pragma unroll
+          for (int m = 0; m < MB; ++m) {
+            const float4 xv = *reinterpret_cast<const float4*>(xmine + m * S * XS + t * KT + c * 8 + half * 4);
+            acc[m] = __fmaf_rn(xv.x, w0, acc[m]);
+            acc[m] = __fmaf_rn(xv.y, w1, acc[m]);
+            acc[m] = __fmaf_rn(xv.z, w2, acc[m]);
+            acc[m] = __fmaf_rn(xv.w, w3, acc[m]);
+          }
+        }
+      }
+    }
+    if (t == TPC - 1) {  // the group's chunks are done: add them in index order
+      if (computes) {
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+          red[(m * S + s) * G + r] = acc[m];
+          acc[m] = 0.0f;
+        }
+      }
+      __syncthreads();
+      const int n = row_begin + (st / TPC) * G + tid;
+      if (tid < G && n < row_end) {
+        const float bn = bias ? load_as_f32(bias, n, bias_dtype) : 0.0f;
+#pragma unroll
+        for (int m = 0; m < MB; ++m) {
+          if (m >= M) break;
+          float y = red[m * S * G + tid];
+          for (int c = 1; c < S; ++c) y = __fadd_rn(y, red[(m * S + c) * G + tid]);
+          if (bias) y = __fadd_rn(y, bn);
+          out[(size_t)m * N + n] = canonical(y);
+        }
+      }
+      // red is written again only after the next group's first stage, past its __syncthreads.
+    }
+  }
+  cp_wait<0>();
+}
+
+// Prefill: a 128 x 128 output tile per program, 256 threads, 8 x 8 outputs per thread held in
+// registers, k in steps of 16 through double-buffered shared memory (x from xt [K, ldx] fp32,
+// k-major; weight rows [N, K] 16-bit, upcast when stored to shared memory). Each output is one
+// __fmaf_rn chain per chunk over k in order; at every chunk end the chain is added into the
+// thread's running total (kept in shared memory, private per thread) and restarts from +0.
+#define SG_BM 128
+#define SG_BN 128
+#define SG_BK 16
+#define SG_THREADS 256
+#define SG_TILES_PER_CHUNK (CHUNK / SG_BK)
+
+template <bool FP16>
+__global__ void __launch_bounds__(SG_THREADS, 2) repro_sgemm(
+    const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
+    const float* __restrict__ bias, float* __restrict__ out, int M, int N, int K, int has_bias) {
+  __shared__ __align__(16) float As[2][SG_BK][SG_BM];
+  __shared__ __align__(16) float Bs[2][SG_BK][SG_BN];
+  extern __shared__ __align__(16) float totals[];  // [64][SG_THREADS]
+  const int tid = threadIdx.x;
+  const int tx = tid % 16, ty = tid / 16;
+  const int m0 = blockIdx.x * SG_BM, n0 = blockIdx.y * SG_BN;
+  const int bn = tid % SG_BN, bh = tid / SG_BN;
+  const unsigned short* wrow = w + (size_t)min(n0 + bn, N - 1) * ldw;
+  const int ntiles = (K + SG_BK - 1) / SG_BK;
+  float4 ra[2];
+  uint4 rb;
+
+  auto load = [&](int it) {
+    const int k0 = it * SG_BK;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int idx = tid + j * SG_THREADS;
+      const int k = k0 + idx / 32, m4 = (idx % 32) * 4;
+      ra[j] = k < K ? *reinterpret_cast<const float4*>(xt + (size_t)k * ldx + m0 + m4)
+                    : make_float4(-0.0f, -0.0f, -0.0f, -0.0f);
+    }
+    const int kb = k0 + bh * 8;
+    rb = kb < K ? *reinterpret_cast<const uint4*>(wrow + kb) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int idx = tid + j * SG_THREADS;
+      *reinterpret_cast<float4*>(&As[buf][idx / 32][(idx % 32) * 4]) = ra[j];
+    }
+    const unsigned words[4] = {rb.x, rb.y, rb.z, rb.w};
+#pragma unroll
+    for (int j = 0; j < 8; ++j) Bs[buf][bh * 8 + j][bn] = (j & 1) ? hi16(words[j >> 1], FP16) : lo16(words[j >> 1], FP16);
+  };
+
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  // -0.0 is the identity of addition: total = -0 + p_0 + p_1 + ... = p_0 + p_1 + ...
+  for (int i = 0; i < 64; ++i) totals[i * SG_THREADS + tid] = -0.0f;
+
+  load(0);
+  store(0);
+  __syncthreads();
+  for (int it = 0; it < ntiles; ++it) {
+    const int buf = it & 1;
+    if (it + 1 < ntiles) load(it + 1);
+#pragma unroll
+    for (int k = 0; k < SG_BK; ++k) {
+      const float4 a0 = *reinterpret_cast<const float4*>(&As[buf][k][ty * 4]);
+      const float4 a1 = *reinterpret_cast<const float4*>(&As[buf][k][ty * 4 + 64]);
+      const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][k][tx * 4]);
+      const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][k][tx * 4 + 64]);
+      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+    }
+    if (it + 1 < ntiles) store(buf ^ 1);
+    __syncthreads();
+    if ((it + 1) % SG_TILES_PER_CHUNK == 0 || it + 1 == ntiles) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float* t = &totals[(i * 8 + j) * SG_THREADS + tid];
+          *t = __fadd_rn(*t, acc[i][j]);
+          acc[i][j] = 0.0f;
+        }
+    }
+  }
+
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int m = m0 + ty * 4 + (i & 3) + (i >> 2) * 64;
+    if (m >= M) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = n0 + tx * 4 + h * 64;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float y = totals[(i * 8 + h * 4 + j) * SG_THREADS + tid];
+        if (has_bias && n + j < N) y = __fadd_rn(y, bias[n + j]);
+        v[j] = canonical(y);
+      }
+      float* o = out + (size_t)m * N + n;
+      if ((N & 3) == 0 && n + 3 < N) {
+        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) o[j] = v[j];
+      }
+    }
+  }
+}
+
+// Prefill, warp-tiled: a 128 x 128 output tile per program, 256 threads as 4 x 2 warps of 32 x 64
+// outputs (lanes 4 x 8), each thread 8 x 8 outputs as 2 x 2 quads, so a warp's fragment reads
+// touch 64 + 128 bytes of shared memory per k. x tiles ([BK, 128] of the k-major fp32 copy) go
+// straight to shared memory through an NS-stage cp.async pipeline; weight tiles go through
+// registers (upcast when stored), double-buffered. The order is repro_sgemm's: one __fmaf_rn chain
+// per output per chunk, added into the thread's running total (shared memory) at each chunk end.
+// Past K, x is zero-filled and the weight is -0.0, so padded products are -0.0 (neutral).
+template <int BK, int NS, int MINB, bool FP16>
+__global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
+    const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
+    const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K) {
+  constexpr int BV = BK * 16;                    // 16-byte weight vectors per tile
+  constexpr int BVT = (BV + 255) / 256;          // per thread
+  extern __shared__ __align__(16) float sm[];
+  float* As = sm;                                // [NS][BK][128]
+  float* Bs = As + NS * BK * 128;                // [2][BK][128]
+  float* totals = Bs + 2 * BK * 128;             // [64][256]
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int am = (warp % 4) * 32 + (lane / 8) * 4;   // rows am + q*16 + i
+  const int bnn = (warp / 4) * 64 + (lane % 8) * 4;  // columns bnn + q*32 + j
+  const int m0 = blockIdx.x * 128, n0 = blockIdx.y * 128;
+  const int ntiles = (K + BK - 1) / BK;
+
+  auto issue_a = [&](int it) {
+    if (it < ntiles) {
+      float* dst = As + (it % NS) * BK * 128;
+#pragma unroll
+      for (int j = 0; j < BK / 8; ++j) {
+        const int v = tid + j * 256, kk = v / 32, c = v % 32, k = it * BK + kk;
+        const int bytes = k < K ? 16 : 0;
+        cp_async16(smem_u32(dst + kk * 128 + c * 4), bytes ? xt + (size_t)k * ldx + m0 + c * 4 : xt, bytes);
+      }
+    }
+    cp_commit();
+  };
+  uint4 rb[BVT];
+  auto load_b = [&](int it) {
+#pragma unroll
+    for (int j = 0; j < BVT; ++j) {
+      const int v = tid + j * 256;
+      const int n = min(n0 + v % 128, N - 1), k = it * BK + (v / 128) * 8;
+      rb[j] = (v < BV && k < K) ? *reinterpret_cast<const uint4*>(w + (size_t)n * ldw + k)
+                                : make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+    }
+  };
+  auto store_b = [&](int buf) {
+#pragma unroll
+    for (int j = 0; j < BVT; ++j) {
+      const int v = tid + j * 256;
+      if (v >= BV) break;
+      float* dst = Bs + buf * BK * 128 + (v / 128) * 8 * 128 + v % 128;
+      const unsigned words[4] = {rb[j].x, rb[j].y, rb[j].z, rb[j].w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) dst[e * 128] = (e & 1) ? hi16(words[e >> 1], FP16) : lo16(words[e >> 1], FP16);
+    }
+  };
+
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  for (int i = 0; i < 64; ++i) totals[i * 256 + tid] = -0.0f;
+
+#pragma unroll
+  for (int st = 0; st < NS - 1; ++st) issue_a(st);
+  load_b(0);
+  store_b(0);
+  cp_wait<NS - 2>();
+  __syncthreads();
+  for (int it = 0; it < ntiles; ++it) {
+    issue_a(it + NS - 1);  // the stage it overwrites was last read in iteration it - 1
+    if (it + 1 < ntiles) load_b(it + 1);
+    const float* A = As + (it % NS) * BK * 128;
+    const float* B = Bs + (it & 1) * BK * 128;
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      const float4 a0 = *reinterpret_cast<const float4*>(A + k * 128 + am);
+      const float4 a1 = *reinterpret_cast<const float4*>(A + k * 128 + am + 16);
+      const float4 b0 = *reinterpret_cast<const float4*>(B + k * 128 + bnn);
+      const float4 b1 = *reinterpret_cast<const float4*>(B + k * 128 + bnn + 32);
+      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+    }
+    if (it + 1 < ntiles) store_b((it + 1) & 1);
+    cp_wait<NS - 2>();
+    __syncthreads();
+    if ((it + 1) % (CHUNK / BK) == 0 || it + 1 == ntiles) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float* t = &totals[(i * 8 + j) * 256 + tid];
+          *t = __fadd_rn(*t, acc[i][j]);
+          acc[i][j] = 0.0f;
+        }
+    }
+  }
+  cp_wait<0>();
+
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int m = m0 + am + (i >> 2) * 16 + (i & 3);
+    if (m >= M) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = n0 + bnn + h * 32;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float y = totals[(i * 8 + h * 4 + j) * 256 + tid];
+        if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
+        v[j] = canonical(y);
+      }
+      float* o = out + (size_t)m * N + n;
+      if ((N & 3) == 0 && n + 3 < N) {
+        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (n + j < N) o[j] = v[j];
+      }
+    }
+  }
+}
+
+// partial [B, S, MN] -> out [B, MN]: chunk partials added in index order, then the bias.
+extern "C" __global__ void repro_combine(const float* __restrict__ partial, const float* __restrict__ bias,
+                                         float* __restrict__ out, int B, long long MN, int N, int S, int has_bias) {
+  const long long total = (long long)B * MN;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    const long long b = i / MN, r = i - b * MN;
+    const float* p = partial + b * S * MN + r;
+    float y = p[0];
+    for (int s = 1; s < S; ++s) y = __fadd_rn(y, p[(long long)s * MN]);
+    if (has_bias) y = __fadd_rn(y, bias[r % N]);
+    out[i] = canonical(y);
+  }
+}
+
+extern "C" __global__ void repro_rank_sum(const unsigned long long* __restrict__ ptrs, int world,
+                                          float* __restrict__ out, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    float y = reinterpret_cast<const volatile float*>(ptrs[0])[i];
+    for (int r = 1; r < world; ++r) y = __fadd_rn(y, reinterpret_cast<const volatile float*>(ptrs[r])[i]);
+    out[i] = canonical(y);
+  }
+}
