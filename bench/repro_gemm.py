@@ -125,10 +125,10 @@ def variant_call(kind: str, v: tuple, x: torch.Tensor):
     if kind == "gemv" and v[0] == "row-block":
         return lambda w: ck.gemv_batched(x[None], w[None])[0]
     if kind == "gemv":
-        mb = next(r for r in ck.GEMV_ROWS_MB if r >= m)
-        if ck.gemv_rows_smem_bytes(mb, k, v) > ck.max_dynamic_smem():
+        mb = next(r for r in ck.PERSISTENT_MB if r >= m)
+        if ck.gemv_persistent_smem_bytes(mb, k, v) > ck.max_dynamic_smem():
             return None
-        return lambda w: ck.gemv_rows(x, w, None, mb, v)
+        return lambda w: ck.gemv_persistent(x, w, None, mb, v)
     return lambda w: ck.sgemm(x, w, None, variant=v)
 
 

@@ -259,13 +259,17 @@ def test_launch_table_is_a_pure_function_of_shape():
     ]
     first = [launch_config(*s) for s in shapes]
     assert first == [launch_config(*s) for s in shapes]
+    assert launch_config(1, 4096, 4096).kernel == "gemv_persistent"
+    assert launch_config(1, 4096, 14336).kernel == launch_config(2, 4096, 4096).kernel == "gemv"
     for (m, _, _), cfg in zip(shapes, first):
         assert isinstance(cfg, LaunchConfig)
         if cfg.kernel == "gemv":
             assert m <= 64
+        if cfg.kernel == "gemv_persistent":
+            assert m == 1
     assert [m_bucket(m) for m in (1, 16, 17, 64, 65)] == ["decode", "decode", "small", "small", "prefill"]
     for key, cfg in config.TABLE.items():
-        assert key[0] in ("decode", "small", "prefill") and cfg.kernel in ("gemv", "tile")
+        assert key[0] in ("decode", "small", "prefill") and cfg.kernel in ("gemv", "gemv_persistent", "tile")
 
 
 def test_launch_config_validation():
@@ -473,6 +477,20 @@ def test_tiny_shapes_are_first():
         assert problem.bitwise
         first = problem.shapes[0].dims
         assert all(v <= 256 for v in first.values())
+
+
+def test_launchers_pass_as_many_parameters_as_each_kernel_takes():
+    # The driver reads parameters blindly: a count that disagrees with the signature launches
+    # with garbage. Parse each kernel family's signature in the source.
+    import re
+
+    from tasks.reproducible import cuda_kernels
+
+    for family, count in cuda_kernels._NPARAMS.items():
+        name = family.rstrip("<")
+        match = re.search(rf"\b{name}\(([^)]*)\)", cuda_kernels.SOURCE)
+        assert match, name
+        assert match.group(1).count(",") + 1 == count, (name, match.group(1))
 
 
 # --- PTX audit without a GPU: Triton compiles for sm_90 on any machine ---------------------------

@@ -20,6 +20,7 @@ from tasks.reproducible.gemm import reproducible_bmm, reproducible_matmul
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 GEMV = LaunchConfig("gemv")
+PERSISTENT = LaunchConfig("gemv_persistent")  # falls back to GEMV where it does not fit
 SGEMM = LaunchConfig("sgemm")
 TILES = [
     LaunchConfig("tile", block_m=16, block_n=16, block_k=16, num_warps=1, num_stages=1),
@@ -78,7 +79,7 @@ def test_random_shapes_match_the_cpu_emulation():
         wdtype = torch.float16 if i % 3 == 0 else torch.bfloat16
         xdtype = torch.float32 if i % 2 else torch.bfloat16
         x, w, b = random_case(m, n, k, seed=i, wdtype=wdtype, xdtype=xdtype, bias=i % 4 != 1)
-        configs = ([GEMV] if m <= 64 else []) + TILES[:3] + [SGEMM]
+        configs = ([GEMV, PERSISTENT] if m <= 64 else []) + TILES[:3] + [SGEMM]
         run_all(x, w, b, configs, f"M={m} N={n} K={k} w={wdtype} x={xdtype}")
 
 
@@ -86,7 +87,7 @@ def test_llama_shapes_sampled():
     # Realistic K with a few rows and columns (the CPU side stays fast).
     for n, k in ((4096, 4096), (4096, 14336), (128, 4096)):
         x, w, b = random_case(3, 96, k, seed=n + k)
-        run_all(x, w, b, [GEMV, SGEMM, TILES[1], TILES[4]], f"K={k}")
+        run_all(x, w, b, [GEMV, PERSISTENT, SGEMM, TILES[1], TILES[4]], f"K={k}")
 
 
 def special_values(k: int = 1100) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,13 +117,13 @@ def special_values(k: int = 1100) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_special_values():
     xb, wb = special_values()
-    want = run_all(xb, wb, None, [GEMV, SGEMM, *TILES], "special values")
+    want = run_all(xb, wb, None, [GEMV, PERSISTENT, SGEMM, *TILES], "special values")
     assert math.isinf(want[4, 7].item())
     assert bits(want)[0, 6].item() == CANONICAL_NAN_BITS  # x * NaN
 
 
 # Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
-GEMV_ROWS_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
+PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
 SGEMM_VARIANTS = [("tile",), ("warp", 16, 3, 2), ("warp", 16, 4, 2), ("warp", 8, 4, 2), ("warp", 16, 2, 2), ("warp", 32, 3, 1)]  # fmt: skip
 
 
@@ -135,11 +136,12 @@ def _every_cuda_kernel(x, w, b, what):
     xc, wc = x.cuda(), w.cuda()
     bc = b.cuda() if b is not None else None
     m, k = x.shape
+    assert ck.gemv_supports(wc), "pick K so that weight rows are 16-byte aligned"
     checked = 0
-    for mb in (r for r in ck.GEMV_ROWS_MB if r >= m):
-        for v in GEMV_ROWS_VARIANTS:
-            if ck.gemv_rows_smem_bytes(mb, k, v) <= ck.max_dynamic_smem():
-                assert_same_bits(ck.gemv_rows(xc, wc, bc, mb, v), want, f"{what} gemv_rows MB={mb} {v}")
+    for mb in (r for r in ck.PERSISTENT_MB if r >= m):
+        for v in PERSISTENT_VARIANTS:
+            if ck.gemv_persistent_smem_bytes(mb, k, v) <= ck.max_dynamic_smem():
+                assert_same_bits(ck.gemv_persistent(xc, wc, bc, mb, v), want, f"{what} persistent gemv MB={mb} {v}")
                 checked += 1
     if m <= 16:
         assert_same_bits(ck.gemv_batched(xc[None], wc[None], bc)[0], want, f"{what} row-block gemv")
@@ -160,7 +162,7 @@ def test_every_cuda_kernel_variant_matches_the_emulation():
                 b = b.float()  # fp32 bias too
             checked += _every_cuda_kernel(x, w, b, f"M={m} N={n} K={k} x={xdtype} w={wdtype}")
     assert checked > 50  # the persistent kernel really ran
-    xb, wb = special_values()
+    xb, wb = special_values(k=1096)  # rows 16-byte aligned; K % 16 == 8 leaves the SGEMM a partial tile
     for rows in (slice(0, 1), slice(0, 4), slice(2, 6), slice(0, 6)):
         _every_cuda_kernel(xb[rows], wb, None, f"special values rows {rows}")
 
@@ -171,7 +173,7 @@ def test_underflowed_chunks_keep_negative_zero():
     k = 700
     x = torch.full((3, k), 1e-30).bfloat16()
     w = torch.full((20, k), -1e-30).bfloat16()
-    want = run_all(x, w, None, [GEMV, SGEMM, *TILES], "underflow")
+    want = run_all(x, w, None, [GEMV, PERSISTENT, SGEMM, *TILES], "underflow")
     assert want[0, 0].item() == 0 and math.copysign(1.0, want[0, 0].item()) < 0
 
 
@@ -196,7 +198,7 @@ def test_launch_configuration_does_not_change_bits():
         LaunchConfig("tile", block_m=32, block_n=128, block_k=128, num_warps=4, num_stages=4),
         LaunchConfig("tile", block_m=16, block_n=32, block_k=16, num_warps=2, num_stages=2, split_parallel=True),
     ]
-    for cfg in [GEMV, SGEMM, *TILES[1:], *extra]:
+    for cfg in [GEMV, PERSISTENT, SGEMM, *TILES[1:], *extra]:
         assert_same_bits(reproducible_matmul(xc, wc, bc, config=cfg), first, str(cfg))
     # non-contiguous operands (strided views) give the same bits
     xt = torch.empty(1500, 33, dtype=x.dtype, device="cuda").t()

@@ -60,8 +60,10 @@ def m_bucket(m: int) -> str:
 class LaunchConfig:
     """How one problem is launched. None of these fields changes the bits of the result.
 
-    kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program),
-    "sgemm" (CUDA C++, 128 x 128 register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the
+    kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program,
+    chunk partials added by a second kernel), "gemv_persistent" (CUDA C++, M <= 4, one program per
+    SM walking row groups, chunk partials added in the same launch), "sgemm" (CUDA C++, 128 x 128
+    register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the
     block_* fields, warps and stages apply to it). split_parallel: chunks run in separate
     programs and a second kernel adds their partials in index order; otherwise one program walks
     every chunk of its tile in order and adds them as it goes.
@@ -76,7 +78,7 @@ class LaunchConfig:
     split_parallel: bool = False
 
     def __post_init__(self) -> None:
-        if self.kernel not in ("gemv", "sgemm", "tile"):
+        if self.kernel not in ("gemv", "gemv_persistent", "sgemm", "tile"):
             raise ValueError(f"unknown kernel {self.kernel!r}")
         if self.kernel == "tile":
             for name in ("block_m", "block_n", "block_k"):
@@ -98,6 +100,11 @@ DEFAULTS: dict[str, LaunchConfig] = {
 # Per (bucket, N, K) exceptions, for the Llama-3.1-8B-like and Qwen-like layer shapes.
 TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
 
+# One row of x with K up to this: the persistent GEMV, one launch instead of two. It was faster at
+# M = 1 for K <= 4096 and slower for K >= 14336 or M = 4 (bench/NOTES.md).
+PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
+PERSISTENT_GEMV_MAX_K = 4096
+
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
 DECODE_TILE = LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps=4, num_stages=3, split_parallel=True)
@@ -107,4 +114,8 @@ PREFILL_TILE = LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_wa
 def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     """The launch for an (M, N, K) problem: a pure function of the shape."""
     bucket = m_bucket(m)
-    return TABLE.get((bucket, n, k), DEFAULTS[bucket])
+    if (bucket, n, k) in TABLE:
+        return TABLE[(bucket, n, k)]
+    if m == 1 and k <= PERSISTENT_GEMV_MAX_K:
+        return PERSISTENT_GEMV
+    return DEFAULTS[bucket]

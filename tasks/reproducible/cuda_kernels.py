@@ -1,11 +1,15 @@
-"""CUDA C++ kernels of the reproducible path, compiled at run time with NVRTC.
+"""CUDA C++ kernels of the reproducible path (kernels.cu), compiled at run time with NVRTC.
 
 - `repro_gemv<MB, R, KT, FP16>`: decode GEMV for up to MB rows of x. One program streams a block
   of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a 4-stage
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x (fp32 rows) is read in place.
-- `repro_sgemm<FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of fp32 FMA chains on CUDA
-  cores, the same order (running chunk totals kept per thread in shared memory).
+- `repro_gemv_persistent<MB, KT, STAGES, FP16>`: decode GEMV for up to 4 rows of x in one launch:
+  a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
+  each row's chunk partials in index order itself.
+- `repro_sgemm<FP16>` and `repro_sgemm_warp<BK, NS, MINB, FP16>`: prefill GEMMs, register-blocked
+  128 x 128 tiles of fp32 FMA chains on CUDA cores, the same order (running chunk totals kept per
+  thread in shared memory); the second tiles by warp and pipelines x with cp.async.
 - `repro_combine`: adds the chunk partials in index order (`__fadd_rn`), then the bias.
 - `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
@@ -54,20 +58,21 @@ def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-# The persistent decode GEMV (M <= 4): (k per stage, pipeline stages, programs per SM), chosen by
-# timing on an H200 (bench/repro_gemm.py --sweep). Any variant gives the same bits.
-GEMV_ROWS_MB = (1, 2, 4)
-GEMV_ROWS_VARIANT = (64, 4, 1)
-GEMV_ROWS_THREADS = 256
+# The persistent decode GEMV (M <= 4; config.py says where it is used): (k per stage, pipeline
+# stages, programs per SM), chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in
+# bench/NOTES.md). Any variant gives the same bits.
+PERSISTENT_MB = (1, 2, 4)
+PERSISTENT_VARIANT = (64, 4, 1)
+PERSISTENT_THREADS = 256
 
 # The prefill SGEMM: "tile" (repro_sgemm) or ("warp", k per tile, x pipeline stages, programs per
 # SM) for repro_sgemm_warp. Chosen the same way.
-SGEMM_VARIANT: tuple = ("tile",)
+SGEMM_VARIANT: tuple = ("warp", 16, 4, 2)
 
 
-def gemv_rows_name(mb: int, fp16: bool, variant: tuple[int, int, int] = GEMV_ROWS_VARIANT) -> str:
+def gemv_persistent_name(mb: int, fp16: bool, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> str:
     kt, stages, _ = variant
-    return f"repro_gemv_rows<{mb}, {kt}, {stages}, {_b(fp16)}>"
+    return f"repro_gemv_persistent<{mb}, {kt}, {stages}, {_b(fp16)}>"
 
 
 def sgemm_name(fp16: bool, variant: tuple = SGEMM_VARIANT) -> str:
@@ -82,12 +87,12 @@ SGEMM_THREADS = 256
 SGEMM_TOTALS_BYTES = 64 * SGEMM_THREADS * 4  # each thread's 64 running totals, in shared memory
 
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 14, "repro_gemv_rows<": 13, "repro_sgemm<": 10, "repro_sgemm_warp<": 11,
+_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 10, "repro_sgemm_warp<": 10,
             "repro_combine": 8, "repro_rank_sum": 4}  # fmt: skip
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
-    + [gemv_rows_name(mb, fp16) for mb in GEMV_ROWS_MB for fp16 in (False, True)]
+    + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(False), sgemm_name(True), "repro_combine", "repro_rank_sum"]
 )
 
@@ -128,11 +133,11 @@ def gemv_smem_bytes(mb: int) -> int:
     return GEMV_STAGES * GEMV_THREADS * r * (kt * 2 + 16) + CHUNK * mb * 4
 
 
-def gemv_rows_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = GEMV_ROWS_VARIANT) -> int:
+def gemv_persistent_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> int:
     kt, stages, _ = variant
     s = (k + CHUNK - 1) // CHUNK
-    group = GEMV_ROWS_THREADS // s
-    return stages * GEMV_ROWS_THREADS * (kt * 2 + 16) + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
+    group = PERSISTENT_THREADS // s
+    return stages * PERSISTENT_THREADS * (kt * 2 + 16) + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
 
 
 def gemv_supports(weight: torch.Tensor) -> bool:
@@ -153,36 +158,40 @@ def _as_kernel_input(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def gemv(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, variant: tuple[int, int, int] | None = None
-) -> torch.Tensor:
-    """fp32 [M, N] for x [M, K] (any float dtype) and weight [N, K] bf16/fp16 (gemv_supports).
-    Up to 4 rows of x take the persistent kernel (one launch, x read in its own dtype) where its
-    shared memory allows; more rows, or a larger K, the row-block kernel and its combine."""
-    m, k = x.shape
-    v = variant or GEMV_ROWS_VARIANT
-    if m <= GEMV_ROWS_MB[-1] and k <= CHUNK * GEMV_ROWS_THREADS:
-        mb = next(r for r in GEMV_ROWS_MB if r >= m)
-        if gemv_rows_smem_bytes(mb, k, v) <= max_dynamic_smem():
-            return gemv_rows(x, weight, bias, mb, v)
+def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """fp32 [M, N] for x [M, K] (any float dtype) and weight [N, K] bf16/fp16 (gemv_supports):
+    the row-block kernel and its combine."""
     return gemv_batched(x[None], weight[None], bias)[0]
 
 
-def gemv_rows(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, mb: int, variant: tuple
+def gemv_persistent_fits(m: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> bool:
+    """Whether the persistent GEMV takes M rows of x with K features (x must fit shared memory)."""
+    if m > PERSISTENT_MB[-1] or k > CHUNK * PERSISTENT_THREADS:
+        return False
+    mb = next(r for r in PERSISTENT_MB if r >= m)
+    return gemv_persistent_smem_bytes(mb, k, variant) <= max_dynamic_smem()
+
+
+def gemv_persistent(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, mb: int = 0, variant: tuple | None = None
 ) -> torch.Tensor:
+    """fp32 [M, N] for x [M, K] and weight [N, K] (gemv_supports, gemv_persistent_fits) in one
+    launch, x and bias read in their own dtype; `mb` (row capacity >= M) and `variant` default to
+    the smallest capacity and the chosen variant."""
     if not gemv_supports(weight):
         raise ValueError("the GEMV needs 16-bit weight rows, 16-byte aligned, with strides that are multiples of 8")
     m, k = x.shape
     n = weight.shape[0]
+    variant = variant or PERSISTENT_VARIANT
+    mb = mb or next(r for r in PERSISTENT_MB if r >= m)
     x = _as_kernel_input(x)
     b = _as_kernel_input(bias.to(x.device)) if bias is not None else None
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     props = torch.cuda.get_device_properties(x.device)
     grid = min(n, props.multi_processor_count * variant[2])
-    group = GEMV_ROWS_THREADS // ((k + CHUNK - 1) // CHUNK)
-    launcher(gemv_rows_name(mb, weight.dtype == torch.float16, variant))(
-        (grid, 1, 1), GEMV_ROWS_THREADS, gemv_rows_smem_bytes(mb, k, variant),
+    group = PERSISTENT_THREADS // ((k + CHUNK - 1) // CHUNK)
+    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, variant))(
+        (grid, 1, 1), PERSISTENT_THREADS, gemv_persistent_smem_bytes(mb, k, variant),
         x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k, weight.data_ptr(),
         weight.stride(0) if n > 1 else k, b.data_ptr() if b is not None else 0,
         _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(), m, n, k, group,

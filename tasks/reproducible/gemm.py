@@ -1,8 +1,9 @@
 """`reproducible_matmul`: fp32 x @ w.T (+ b) in the order of config.py, on any device.
 
 CPU tensors go through the exact emulation (cpu_reference.py). CUDA tensors go through the
-kernel the configuration table names for the shape: the CUDA GEMV for decode and small batches,
-the CUDA SGEMM for prefill, Triton tiles where a weight's layout suits neither. Every path computes the same bits; the table only decides speed.
+kernel the configuration table names for the shape: the CUDA GEMVs for decode and small batches
+(the persistent one for a single row of x), the CUDA SGEMM for prefill, Triton tiles where a
+weight's layout suits neither. Every path computes the same bits; the table only decides speed.
 """
 
 from __future__ import annotations
@@ -52,11 +53,15 @@ def reproducible_matmul(
         with torch.cuda.device(x.device):
             return reproducible_matmul(x, weight, bias, config=config)
     cfg = config or launch_config(m, n, k)
-    if cfg.kernel == "gemv" and not _gemv_ok(weight, m):
+    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, k):
+        cfg = LaunchConfig("gemv")
+    if cfg.kernel in ("gemv", "gemv_persistent") and not _gemv_ok(weight, m):
         cfg = DECODE_TILE
     if cfg.kernel == "sgemm" and (k % 8 or not cuda_kernels.gemv_supports(weight)):
         cfg = PREFILL_TILE
-    if cfg.kernel == "gemv":
+    if cfg.kernel == "gemv_persistent":
+        out = cuda_kernels.gemv_persistent(x2, weight, bias)
+    elif cfg.kernel == "gemv":
         out = cuda_kernels.gemv(x2, weight, bias)
     elif cfg.kernel == "sgemm":
         out = cuda_kernels.sgemm(x2, weight, bias)

@@ -163,9 +163,9 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
 // config.py, in one launch, with no partial buffer. Weights stream through shared memory with a
 // cp.async pipeline that runs on across groups (no restart per row block); x, read once in its
 // own dtype, is kept as fp32 in shared memory, -0.0 past K.
-#define GR_THREADS 256
+#define GP_THREADS 256
 template <int MB, int KT, int STAGES_, bool FP16>
-__global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
+__global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
     const void* __restrict__ x, int x_dtype, long long ldx, const unsigned short* __restrict__ w, long long ldw,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
   constexpr int ROW_B = KT * 2 + 16;    // 16 bytes of padding keep 16-byte row reads conflict-free
@@ -174,9 +174,9 @@ __global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
   constexpr int VPT = KT / 8;           // 16-byte copies per thread per stage
   extern __shared__ __align__(16) unsigned char smem[];
   const int S = (K + CHUNK - 1) / CHUNK;
-  const int P = G * S;                  // (row, chunk) pairs in a group, <= GR_THREADS
+  const int P = G * S;                  // (row, chunk) pairs in a group, <= GP_THREADS
   unsigned char* ws = smem;                                                          // [STAGES_][P][ROW_B]
-  float* xs = reinterpret_cast<float*>(smem + STAGES_ * GR_THREADS * ROW_B);       // [MB][S][XS]
+  float* xs = reinterpret_cast<float*>(smem + STAGES_ * GP_THREADS * ROW_B);       // [MB][S][XS]
   float* red = xs + MB * S * XS;                                                     // [MB][S][G]
   const int tid = threadIdx.x;
   const int row_begin = (int)((long long)N * blockIdx.x / gridDim.x);
@@ -188,14 +188,14 @@ __global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
   unsigned cp_dst[VPT];
 #pragma unroll
   for (int j = 0; j < VPT; ++j) {
-    const int v = tid + j * GR_THREADS, p = v / VPT, c = v % VPT;
+    const int v = tid + j * GP_THREADS, p = v / VPT, c = v % VPT;
     cp_row[j] = p < P ? p % G : -1;
     cp_k[j] = (p / G) * CHUNK + c * 8;
     cp_dst[j] = smem_u32(ws + p * ROW_B + c * 16);
   }
   auto issue = [&](int st) {
     if (st < nstages) {
-      const unsigned stage_off = (st % STAGES_) * GR_THREADS * ROW_B;
+      const unsigned stage_off = (st % STAGES_) * GP_THREADS * ROW_B;
       const int n_base = row_begin + (st / TPC) * G, k_off = (st % TPC) * KT;
 #pragma unroll
       for (int j = 0; j < VPT; ++j) {
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
 #pragma unroll
   for (int st = 0; st < STAGES_ - 1; ++st) issue(st);
 
-  for (int i = tid; i < MB * S * CHUNK; i += GR_THREADS) {
+  for (int i = tid; i < MB * S * CHUNK; i += GP_THREADS) {
     const int m = i / (S * CHUNK), k = i % (S * CHUNK);
     xs[m * S * XS + (k / CHUNK) * XS + k % CHUNK] = (m < M && k < K) ? load_as_f32(x, m * ldx + k, x_dtype) : -0.0f;
   }
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(GR_THREADS, 1) repro_gemv_rows(
     issue(st + STAGES_ - 1);
     const int t = st % TPC;
     if (computes) {
-      const unsigned char* stage = mine + (st % STAGES_) * GR_THREADS * ROW_B;
+      const unsigned char* stage = mine + (st % STAGES_) * GP_THREADS * ROW_B;
 #pragma unroll
       for (int c = 0; c < VPT; ++c) {
         const uint4 q = *reinterpret_cast<const uint4*>(stage + c * 16);
