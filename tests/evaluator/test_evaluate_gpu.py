@@ -66,8 +66,8 @@ GPU_BOUND_SOLUTION = textwrap.dedent(
     """
 )
 
-# torch's own timer measures what the evaluator does: calls issued back to back with no host
-# synchronisation between them. do_bench (which clears the L2 between calls) is printed alongside.
+# Triton's do_bench times each call with CUDA events, like the evaluator; torch's Timer (host clock,
+# a synchronisation per block) is printed alongside: on an H200 it read 10-13% above both.
 INDEPENDENT_TIMER = textwrap.dedent(
     """
     import json, sys, types, torch, torch.distributed as dist
@@ -100,4 +100,4 @@ def test_gpu_mode_timing_agrees_with_an_independent_measurement(tmp_path):
                          capture_output=True, text=True, env=env, timeout=300, check=True)
     independent = json.loads(out.stdout.strip().splitlines()[-1])
     print("evaluator solution:", sol, "independent:", independent)
-    assert sol["mean_us"] == pytest.approx(independent["timer_mean_us"], rel=0.10), (sol, independent)
+    assert sol["median_us"] == pytest.approx(independent["do_bench_median_us"], rel=0.10), (sol, independent)
