@@ -261,6 +261,7 @@ def test_launch_table_is_a_pure_function_of_shape():
     assert first == [launch_config(*s) for s in shapes]
     assert launch_config(1, 4096, 4096).kernel == "gemv_persistent"
     assert launch_config(1, 4096, 14336).kernel == launch_config(2, 4096, 4096).kernel == "gemv"
+    assert launch_config(1, 128256, 4096).kernel == "gemv"
     for (m, _, _), cfg in zip(shapes, first):
         assert isinstance(cfg, LaunchConfig)
         if cfg.kernel == "gemv":

@@ -100,10 +100,12 @@ DEFAULTS: dict[str, LaunchConfig] = {
 # Per (bucket, N, K) exceptions, for the Llama-3.1-8B-like and Qwen-like layer shapes.
 TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
 
-# One row of x with K up to this: the persistent GEMV, one launch instead of two. It was faster at
-# M = 1 for K <= 4096 and slower for K >= 14336 or M = 4 (bench/NOTES.md).
+# One row of x with K and N up to these: the persistent GEMV, one launch instead of two. At M = 1
+# it was faster for K <= 4096 up to N = 18944, even at N = 14336, slower at N = 128256, at
+# K >= 14336 and at M = 4 (bench/NOTES.md).
 PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
 PERSISTENT_GEMV_MAX_K = 4096
+PERSISTENT_GEMV_MAX_N = 32768
 
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
@@ -116,6 +118,6 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     bucket = m_bucket(m)
     if (bucket, n, k) in TABLE:
         return TABLE[(bucket, n, k)]
-    if m == 1 and k <= PERSISTENT_GEMV_MAX_K:
+    if m == 1 and k <= PERSISTENT_GEMV_MAX_K and n <= PERSISTENT_GEMV_MAX_N:
         return PERSISTENT_GEMV
     return DEFAULTS[bucket]
