@@ -44,14 +44,20 @@ SMALL_M = (64,)
 PREFILL_M = (512, 4096)
 PREFILL_SHAPES = ("llama gate/up", "llama down", "llama q/o", "qwen gate/up")
 
-# Kernel variants for --sweep (every one computes the same bits; the fastest becomes the default
-# in tasks/reproducible/cuda_kernels.py): the persistent GEMV's (k per stage, stages, programs per
-# SM), and the SGEMM's form.
-GEMV_SWEEP = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
+# Kernel variants for --sweep (every one computes the same bits; the fastest become the defaults
+# in tasks/reproducible/cuda_kernels.py): the row-block GEMV's (weight rows per thread, k per
+# stage, stages) for up to 4 and for 8-16 rows of x, the persistent GEMV's (k per stage, stages,
+# programs per SM), the SGEMM's (k per tile, x stages, programs per SM), whole or split by chunk.
+ROW_BLOCK_SWEEP = {
+    "few": [(1, 64, 4), (1, 128, 3), (1, 128, 4), (1, 256, 2), (1, 256, 3)],
+    "many": [(2, 32, 4), (2, 64, 3), (1, 64, 4)],
+}
+PERSISTENT_SWEEP = [(64, 4, 1), (64, 3, 1), (128, 3, 1), (128, 2, 1)]
 GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 128256, 1), (3584, 18944, 1),
-                    (18944, 3584, 1), (4096, 14336, 4), (4096, 4096, 4)]  # fmt: skip
-SGEMM_SWEEP = [("tile",), ("warp", 16, 3, 2), ("warp", 16, 4, 2), ("warp", 8, 4, 2), ("warp", 16, 2, 2), ("warp", 32, 3, 1)]  # fmt: skip
-SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 512), (3584, 18944, 512)]
+                    (18944, 3584, 1), (4096, 14336, 4), (4096, 14336, 16), (4096, 4096, 16)]  # fmt: skip
+SGEMM_SWEEP = [(16, 4, 2), (16, 3, 2), (8, 4, 2), (32, 3, 1)]
+SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 4096), (14336, 4096, 512), (4096, 4096, 512),
+                     (3584, 18944, 512)]  # fmt: skip
 
 
 def bench_ms(fn) -> float:
@@ -110,26 +116,25 @@ def weight_copies(n: int, k: int, dev) -> list[torch.Tensor]:
     return [wb] + [wb.clone() for _ in range(max(1, -(-3 * L2_BYTES // (n * k * 2))) - 1)]
 
 
-REFERENCES = ("cublas_bf16", "layercast")  # timed beside the variants, not reproducible
-
-
 def variant_call(kind: str, v: tuple, x: torch.Tensor):
     """weight -> output of one kernel variant for this x; None where the variant cannot run."""
     from tasks.reproducible import cuda_kernels as ck
 
     m, k = x.shape
-    if v[0] == "cublas_bf16":
+    if kind == "cublas_bf16":
         return lambda w: F.linear(x, w)
-    if v[0] == "layercast":
+    if kind == "layercast":
         return lambda w: F.linear(x.float(), w.float())
-    if kind == "gemv" and v[0] == "row-block":
-        return lambda w: ck.gemv_batched(x[None], w[None])[0]
-    if kind == "gemv":
-        mb = next(r for r in ck.PERSISTENT_MB if r >= m)
-        if ck.gemv_persistent_smem_bytes(mb, k, v) > ck.max_dynamic_smem():
+    if kind == "row-block":
+        mb = next(r for r in ck.ROW_BLOCK_VARIANTS if r >= m)
+        if ck.gemv_smem_bytes(mb, v) > ck.max_dynamic_smem():
             return None
-        return lambda w: ck.gemv_persistent(x, w, None, mb, v)
-    return lambda w: ck.sgemm(x, w, None, variant=v)
+        return lambda w: ck.gemv(x, w, None, variant=v)
+    if kind == "persistent":
+        if not ck.gemv_persistent_fits(m, k, v):
+            return None
+        return lambda w: ck.gemv_persistent(x, w, None, variant=v)
+    return lambda w: ck.sgemm(x, w, None, split=kind == "sgemm-split", variant=v)
 
 
 def device_ms(fn, copies: list[torch.Tensor]) -> float:
@@ -141,9 +146,14 @@ def sweep(dev, gen: torch.Generator, bw: float) -> list[dict]:
     """Device time of every kernel variant at the sweep shapes, each checked bit for bit against
     the default path, itself checked against the CPU emulation."""
     rows = []
-    gemv = [("cublas_bf16",), ("row-block",), *GEMV_SWEEP]
-    jobs = [("gemv", k, n, m, v) for k, n, m in GEMV_SWEEP_CASES for v in gemv]
-    jobs += [("sgemm", k, n, m, v) for k, n, m in SGEMM_SWEEP_CASES for v in [("layercast",), *SGEMM_SWEEP]]
+    jobs = []
+    for k, n, m in GEMV_SWEEP_CASES:
+        jobs += [("cublas_bf16", k, n, m, ())]
+        jobs += [("row-block", k, n, m, v) for v in ROW_BLOCK_SWEEP["few" if m <= 4 else "many"]]
+        jobs += [("persistent", k, n, m, v) for v in PERSISTENT_SWEEP if m <= 4]
+    for k, n, m in SGEMM_SWEEP_CASES:
+        jobs += [("layercast", k, n, m, ())]
+        jobs += [(kind, k, n, m, v) for v in SGEMM_SWEEP for kind in ("sgemm", "sgemm-split")]
     copies, x, base, base_ok, sample, key = None, None, None, False, "", None
     for kind, k, n, m, v in jobs:
         if key != (k, n, m):
@@ -168,7 +178,7 @@ def sweep(dev, gen: torch.Generator, bw: float) -> list[dict]:
         tflops = 2 * m * n * k / (ms * 1e-3) / 1e12
         rows.append({"kind": kind, "K": k, "N": n, "M": m, "variant": list(v), "ms": ms, "same_bits": same,
                      "bitwise_vs_cpu": ok, "weight_bw_share": gbs * 1e9 / bw, "tflops": tflops})  # fmt: skip
-        print(f"sweep {kind:5s} K={k:5d} N={n:6d} M={m:4d} {str(v):22s} {ms * 1e3:9.1f} us "
+        print(f"sweep {kind:12s} K={k:5d} N={n:6d} M={m:4d} {str(v):14s} {ms * 1e3:9.1f} us "
               f"{100 * gbs * 1e9 / bw:5.1f}% bw {tflops:5.1f} TFLOP/s same bits {same} vs CPU {ok} ({sample})",
               flush=True)  # fmt: skip
     return rows

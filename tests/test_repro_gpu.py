@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 GEMV = LaunchConfig("gemv")
 PERSISTENT = LaunchConfig("gemv_persistent")  # falls back to GEMV where it does not fit
 SGEMM = LaunchConfig("sgemm")
+SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
 TILES = [
     LaunchConfig("tile", block_m=16, block_n=16, block_k=16, num_warps=1, num_stages=1),
     LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps=4, num_stages=3, split_parallel=True),
@@ -79,7 +80,7 @@ def test_random_shapes_match_the_cpu_emulation():
         wdtype = torch.float16 if i % 3 == 0 else torch.bfloat16
         xdtype = torch.float32 if i % 2 else torch.bfloat16
         x, w, b = random_case(m, n, k, seed=i, wdtype=wdtype, xdtype=xdtype, bias=i % 4 != 1)
-        configs = ([GEMV, PERSISTENT] if m <= 64 else []) + TILES[:3] + [SGEMM]
+        configs = ([GEMV, PERSISTENT] if m <= 64 else []) + TILES[:3] + [SGEMM, SPLIT_SGEMM]
         run_all(x, w, b, configs, f"M={m} N={n} K={k} w={wdtype} x={xdtype}")
 
 
@@ -87,7 +88,7 @@ def test_llama_shapes_sampled():
     # Realistic K with a few rows and columns (the CPU side stays fast).
     for n, k in ((4096, 4096), (4096, 14336), (128, 4096)):
         x, w, b = random_case(3, 96, k, seed=n + k)
-        run_all(x, w, b, [GEMV, PERSISTENT, SGEMM, TILES[1], TILES[4]], f"K={k}")
+        run_all(x, w, b, [GEMV, PERSISTENT, SGEMM, SPLIT_SGEMM, TILES[1], TILES[4]], f"K={k}")
 
 
 def special_values(k: int = 1100) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,19 +118,20 @@ def special_values(k: int = 1100) -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_special_values():
     xb, wb = special_values()
-    want = run_all(xb, wb, None, [GEMV, PERSISTENT, SGEMM, *TILES], "special values")
+    want = run_all(xb, wb, None, [GEMV, PERSISTENT, SGEMM, SPLIT_SGEMM, *TILES], "special values")
     assert math.isinf(want[4, 7].item())
     assert bits(want)[0, 6].item() == CANONICAL_NAN_BITS  # x * NaN
 
 
 # Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
-PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2)]
-SGEMM_VARIANTS = [("tile",), ("warp", 16, 3, 2), ("warp", 16, 4, 2), ("warp", 8, 4, 2), ("warp", 16, 2, 2), ("warp", 32, 3, 1)]  # fmt: skip
+PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (32, 4, 2), (128, 3, 1), (128, 2, 1)]
+ROW_BLOCK_VARIANTS = [(1, 64, 4), (1, 128, 3), (1, 256, 2), (2, 32, 4), (2, 64, 3)]
+SGEMM_VARIANTS = [(16, 4, 2), (16, 3, 2), (8, 4, 2), (32, 3, 1)]
 
 
 def _every_cuda_kernel(x, w, b, what):
-    """The persistent GEMV (each variant, each row capacity >= M), the row-block GEMV and each
-    SGEMM variant, against the emulation."""
+    """The persistent GEMV (each variant, each row capacity >= M), the row-block GEMV (each
+    variant) and the SGEMM (each variant, whole and split by chunk), against the emulation."""
     from tasks.reproducible import cuda_kernels as ck
 
     want = reproducible_matmul_cpu(x, w, b)
@@ -144,10 +146,13 @@ def _every_cuda_kernel(x, w, b, what):
                 assert_same_bits(ck.gemv_persistent(xc, wc, bc, mb, v), want, f"{what} persistent gemv MB={mb} {v}")
                 checked += 1
     if m <= 16:
-        assert_same_bits(ck.gemv_batched(xc[None], wc[None], bc)[0], want, f"{what} row-block gemv")
+        for v in ROW_BLOCK_VARIANTS:
+            assert_same_bits(ck.gemv(xc, wc, bc, variant=v), want, f"{what} row-block gemv {v}")
     if k % 8 == 0:
         for v in SGEMM_VARIANTS:
-            assert_same_bits(ck.sgemm(xc, wc, bc, variant=v), want, f"{what} sgemm {v}")
+            for split in (False, True):
+                got = ck.sgemm(xc, wc, bc, split=split, variant=v)
+                assert_same_bits(got, want, f"{what} sgemm {v} split={split}")
     return checked
 
 
@@ -173,7 +178,7 @@ def test_underflowed_chunks_keep_negative_zero():
     k = 700
     x = torch.full((3, k), 1e-30).bfloat16()
     w = torch.full((20, k), -1e-30).bfloat16()
-    want = run_all(x, w, None, [GEMV, PERSISTENT, SGEMM, *TILES], "underflow")
+    want = run_all(x, w, None, [GEMV, PERSISTENT, SGEMM, SPLIT_SGEMM, *TILES], "underflow")
     assert want[0, 0].item() == 0 and math.copysign(1.0, want[0, 0].item()) < 0
 
 
@@ -198,7 +203,7 @@ def test_launch_configuration_does_not_change_bits():
         LaunchConfig("tile", block_m=32, block_n=128, block_k=128, num_warps=4, num_stages=4),
         LaunchConfig("tile", block_m=16, block_n=32, block_k=16, num_warps=2, num_stages=2, split_parallel=True),
     ]
-    for cfg in [GEMV, PERSISTENT, SGEMM, *TILES[1:], *extra]:
+    for cfg in [GEMV, PERSISTENT, SGEMM, SPLIT_SGEMM, *TILES[1:], *extra]:
         assert_same_bits(reproducible_matmul(xc, wc, bc, config=cfg), first, str(cfg))
     # non-contiguous operands (strided views) give the same bits
     xt = torch.empty(1500, 33, dtype=x.dtype, device="cuda").t()

@@ -63,10 +63,10 @@ class LaunchConfig:
     kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program,
     chunk partials added by a second kernel), "gemv_persistent" (CUDA C++, M <= 4, one program per
     SM walking row groups, chunk partials added in the same launch), "sgemm" (CUDA C++, 128 x 128
-    register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the
-    block_* fields, warps and stages apply to it). split_parallel: chunks run in separate
-    programs and a second kernel adds their partials in index order; otherwise one program walks
-    every chunk of its tile in order and adds them as it goes.
+    register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the block_* fields, warps and stages
+    apply to it). split_parallel ("sgemm" and "tile"): chunks run in separate programs and a second
+    kernel adds their partials in index order; otherwise one program walks every chunk of its tile
+    in order and adds them as it goes.
     """
 
     kernel: str
@@ -107,6 +107,11 @@ PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
 PERSISTENT_GEMV_MAX_K = 4096
 PERSISTENT_GEMV_MAX_N = 32768
 
+# Prefill with fewer 128 x 128 output tiles than this (two programs per SM on a 132-SM GPU): one
+# program per (tile, chunk), so the programs fill the GPU, and a combine (bench/NOTES.md).
+SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
+SPLIT_SGEMM_BELOW_TILES = 264
+
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
 DECODE_TILE = LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps=4, num_stages=3, split_parallel=True)
@@ -120,4 +125,6 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
         return TABLE[(bucket, n, k)]
     if m == 1 and k <= PERSISTENT_GEMV_MAX_K and n <= PERSISTENT_GEMV_MAX_N:
         return PERSISTENT_GEMV
+    if bucket == "prefill" and -(-m // 128) * -(-n // 128) < SPLIT_SGEMM_BELOW_TILES:
+        return SPLIT_SGEMM
     return DEFAULTS[bucket]

@@ -28,46 +28,34 @@ import torch
 from tasks.reproducible import cuda_rtc
 from tasks.reproducible.config import CHUNK, GEMV_ROWS
 
-GEMV_THREADS = 128
-GEMV_STAGES = 4
-
-
-def gemv_shape(mb: int) -> tuple[int, int]:
-    """(weight rows per thread, k per pipeline stage) of the GEMV for MB rows of x. Two rows per
-    thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM."""
-    return (2, 32) if mb >= 8 else (1, 64)
-
-
-def gemv_rows_per_program(mb: int) -> int:
-    return GEMV_THREADS * gemv_shape(mb)[0]
-
-
 NVRTC_OPTIONS = ["-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true"]
 
-_DEFINES = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n#define STAGES {GEMV_STAGES}\n"
+GEMV_THREADS = 128
+SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__).with_name("kernels.cu").read_text()
 
-SOURCE = _DEFINES + (Path(__file__).with_name("kernels.cu")).read_text()
-
-
-def gemv_name(mb: int, fp16: bool) -> str:
-    r, kt = gemv_shape(mb)
-    return f"repro_gemv<{mb}, {r}, {kt}, {_b(fp16)}>"
+# Kernel variants, chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in
+# bench/NOTES.md). Any variant of a kernel gives the same bits: they only decide speed.
+# Row-block GEMV, per MB rows of x: (weight rows per thread, k per stage, pipeline stages). Two rows
+# per thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM.
+ROW_BLOCK_VARIANTS = {1: (1, 64, 4), 2: (1, 64, 4), 4: (1, 64, 4), 8: (2, 32, 4), 16: (2, 32, 4)}
+# Persistent GEMV (M <= 4; config.py says where it is used): (k per stage, stages, programs per SM).
+PERSISTENT_MB = (1, 2, 4)
+PERSISTENT_VARIANT = (64, 4, 1)
+PERSISTENT_THREADS = 256
+# Prefill SGEMM: (k per tile, x pipeline stages, programs per SM).
+SGEMM_VARIANT = (16, 4, 2)
+SGEMM_TILE = 128
+SGEMM_THREADS = 256
+SGEMM_TOTALS_BYTES = 64 * SGEMM_THREADS * 4  # each thread's 64 running totals, in shared memory
 
 
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
 
-# The persistent decode GEMV (M <= 4; config.py says where it is used): (k per stage, pipeline
-# stages, programs per SM), chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in
-# bench/NOTES.md). Any variant gives the same bits.
-PERSISTENT_MB = (1, 2, 4)
-PERSISTENT_VARIANT = (64, 4, 1)
-PERSISTENT_THREADS = 256
-
-# The prefill SGEMM: "tile" (repro_sgemm) or ("warp", k per tile, x pipeline stages, programs per
-# SM) for repro_sgemm_warp. Chosen the same way.
-SGEMM_VARIANT: tuple = ("warp", 16, 4, 2)
+def gemv_name(mb: int, fp16: bool, variant: tuple[int, int, int] | None = None) -> str:
+    r, kt, stages = variant or ROW_BLOCK_VARIANTS[mb]
+    return f"repro_gemv<{mb}, {r}, {kt}, {stages}, {_b(fp16)}>"
 
 
 def gemv_persistent_name(mb: int, fp16: bool, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> str:
@@ -75,25 +63,20 @@ def gemv_persistent_name(mb: int, fp16: bool, variant: tuple[int, int, int] = PE
     return f"repro_gemv_persistent<{mb}, {kt}, {stages}, {_b(fp16)}>"
 
 
-def sgemm_name(fp16: bool, variant: tuple = SGEMM_VARIANT) -> str:
-    if variant[0] == "tile":
-        return f"repro_sgemm<{_b(fp16)}>"
-    _, bk, ns, minb = variant
-    return f"repro_sgemm_warp<{bk}, {ns}, {minb}, {_b(fp16)}>"
+def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int] = SGEMM_VARIANT) -> str:
+    bk, ns, minb = variant
+    return f"repro_sgemm<{bk}, {ns}, {minb}, {_b(split)}, {_b(fp16)}>"
 
-
-SGEMM_TILE = 128
-SGEMM_THREADS = 256
-SGEMM_TOTALS_BYTES = 64 * SGEMM_THREADS * 4  # each thread's 64 running totals, in shared memory
 
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 10, "repro_sgemm_warp<": 10,
-            "repro_combine": 8, "repro_rank_sum": 4}  # fmt: skip
+_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 11, "repro_combine": 8,
+            "repro_rank_sum": 4}  # fmt: skip
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
     + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
-    + [sgemm_name(False), sgemm_name(True), "repro_combine", "repro_rank_sum"]
+    + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
+    + ["repro_combine", "repro_rank_sum"]
 )
 
 _lock = threading.Lock()
@@ -128,9 +111,9 @@ def ptx() -> str:
     return cuda_rtc.compile_ptx(SOURCE, NAMES, NVRTC_OPTIONS)
 
 
-def gemv_smem_bytes(mb: int) -> int:
-    r, kt = gemv_shape(mb)
-    return GEMV_STAGES * GEMV_THREADS * r * (kt * 2 + 16) + CHUNK * mb * 4
+def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int:
+    r, kt, stages = variant or ROW_BLOCK_VARIANTS[mb]
+    return stages * GEMV_THREADS * r * (kt * 2 + 16) + CHUNK * mb * 4
 
 
 def gemv_persistent_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> int:
@@ -158,10 +141,12 @@ def _as_kernel_input(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-def gemv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def gemv(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, variant: tuple[int, int, int] | None = None
+) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] (any float dtype) and weight [N, K] bf16/fp16 (gemv_supports):
     the row-block kernel and its combine."""
-    return gemv_batched(x[None], weight[None], bias)[0]
+    return gemv_batched(x[None], weight[None], bias, variant=variant)[0]
 
 
 def gemv_persistent_fits(m: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> bool:
@@ -199,7 +184,9 @@ def gemv_persistent(
     return out
 
 
-def gemv_batched(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+def gemv_batched(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, variant: tuple | None = None
+) -> torch.Tensor:
     """fp32 [B, M, N] for x [B, M, K] and weight [B, N, K]; every entry in the reproducible order."""
     bsz, m, k = x.shape
     n = weight.shape[1]
@@ -211,16 +198,17 @@ def gemv_batched(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     x_batch = xf.stride(0) if bsz > 1 else 0
     s = (k + CHUNK - 1) // CHUNK
     mb = next(r for r in GEMV_ROWS if r >= min(m, GEMV_ROWS[-1]))
+    variant = variant or ROW_BLOCK_VARIANTS[mb]
     mblocks = (m + mb - 1) // mb
     out = torch.empty((bsz, m, n), dtype=torch.float32, device=dev)
     partial = torch.empty((bsz, s, m, n), dtype=torch.float32, device=dev) if s > 1 else out
     b = bias.to(device=dev, dtype=torch.float32).contiguous() if bias is not None else out
     ldw = weight.stride(1) if n > 1 else k
     w_batch = weight.stride(0) if bsz > 1 else 0
-    rows = gemv_rows_per_program(mb)
+    rows = GEMV_THREADS * variant[0]
     grid = ((n + rows - 1) // rows, s, bsz * mblocks)
-    launcher(gemv_name(mb, weight.dtype == torch.float16))(
-        grid, GEMV_THREADS, gemv_smem_bytes(mb),
+    launcher(gemv_name(mb, weight.dtype == torch.float16, variant))(
+        grid, GEMV_THREADS, gemv_smem_bytes(mb, variant),
         xf.data_ptr(), ldx, x_batch, weight.data_ptr(), ldw, w_batch, b.data_ptr(), out.data_ptr(),
         partial.data_ptr(), m, n, k, mblocks, int(bias is not None),
     )  # fmt: skip
@@ -229,38 +217,43 @@ def gemv_batched(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return out
 
 
-def sgemm_smem_bytes(variant: tuple = SGEMM_VARIANT) -> int:
-    if variant[0] == "tile":
-        return SGEMM_TOTALS_BYTES
-    _, bk, ns, _ = variant
-    return (ns + 2) * bk * SGEMM_TILE * 4 + SGEMM_TOTALS_BYTES
+def sgemm_smem_bytes(split: bool, variant: tuple[int, int, int] = SGEMM_VARIANT) -> int:
+    bk, ns, _ = variant
+    return (ns + 2) * bk * SGEMM_TILE * 4 + (0 if split else SGEMM_TOTALS_BYTES)
 
 
 def sgemm(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, variant: tuple | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    *,
+    split: bool = False,
+    variant: tuple[int, int, int] | None = None,
 ) -> torch.Tensor:
-    """fp32 [M, N] for x [M, K] and weight [N, K] (16-bit rows, gemv_supports, K % 8 == 0)."""
+    """fp32 [M, N] for x [M, K] and weight [N, K] (16-bit rows, gemv_supports, K % 8 == 0).
+    `split`: one program per (tile, chunk), the partials added by repro_combine."""
     m, k = x.shape
     n = weight.shape[0]
     if k % 8 or not gemv_supports(weight):
         raise ValueError("the SGEMM needs K % 8 == 0 and 16-bit weight rows, 16-byte aligned")
-    v = variant or SGEMM_VARIANT
+    variant = variant or SGEMM_VARIANT
     dev = x.device
     mp = (m + SGEMM_TILE - 1) // SGEMM_TILE * SGEMM_TILE
     xt = torch.empty((k, mp), dtype=torch.float32, device=dev)  # columns past M are never stored
     xt[:, :m].copy_(x.t())
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    grid = (mp // SGEMM_TILE, (n + SGEMM_TILE - 1) // SGEMM_TILE, 1)
-    ldw = weight.stride(0) if n > 1 else k
-    fn = launcher(sgemm_name(weight.dtype == torch.float16, v))
-    if v[0] == "tile":
-        b = bias.to(device=dev, dtype=torch.float32).contiguous() if bias is not None else out
-        args = (b.data_ptr(), out.data_ptr(), m, n, k, int(bias is not None))
-    else:
-        b = _as_kernel_input(bias.to(dev)) if bias is not None else None
-        args = (b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
-                out.data_ptr(), m, n, k)  # fmt: skip
-    fn(grid, SGEMM_THREADS, sgemm_smem_bytes(v), xt.data_ptr(), mp, weight.data_ptr(), ldw, *args)
+    chunks = (k + CHUNK - 1) // CHUNK if split else 1
+    partial = torch.empty((1, chunks, m, n), dtype=torch.float32, device=dev) if split else out
+    b = _as_kernel_input(bias.to(dev)) if bias is not None and not split else None
+    grid = (mp // SGEMM_TILE, (n + SGEMM_TILE - 1) // SGEMM_TILE, chunks)
+    launcher(sgemm_name(weight.dtype == torch.float16, split, variant))(
+        grid, SGEMM_THREADS, sgemm_smem_bytes(split, variant),
+        xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k,
+        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
+        out.data_ptr(), partial.data_ptr(), m, n, k,
+    )  # fmt: skip
+    if split:
+        combine(partial, bias, out)
     return out
 
 

@@ -64,7 +64,7 @@ def reproducible_matmul(
     elif cfg.kernel == "gemv":
         out = cuda_kernels.gemv(x2, weight, bias)
     elif cfg.kernel == "sgemm":
-        out = cuda_kernels.sgemm(x2, weight, bias)
+        out = cuda_kernels.sgemm(x2, weight, bias, split=cfg.split_parallel)
     else:
         out, _ = triton_gemm.tile_matmul(x2, weight, bias, cfg)
     return out.reshape(*lead, n)

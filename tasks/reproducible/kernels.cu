@@ -9,7 +9,6 @@ __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int sr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_wait_stages() { asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 
@@ -34,7 +33,7 @@ __device__ __forceinline__ float load_as_f32(const void* p, long long i, int dty
 // partial + b*S*M*N ([S, M, N]). blockIdx.z = b * mblocks + (row block of MB rows of x).
 // Each thread owns R weight rows (tid + j*ROWS): every x value read from shared memory feeds R*MB
 // chains, which keeps the 8- and 16-row kernels from being bound by shared-memory broadcasts.
-template <int MB, int R, int KT, bool FP16>
+template <int MB, int R, int KT, int STAGES, bool FP16>
 __global__ void __launch_bounds__(ROWS) repro_gemv(
     const float* __restrict__ x, long long ldx, long long x_batch, const unsigned short* __restrict__ w,
     long long ldw, long long w_batch, const float* __restrict__ bias, float* __restrict__ out,
@@ -95,7 +94,7 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
     for (int m = 0; m < MB; ++m) acc[j][m] = 0.0f;
 
   for (int st = 0; st < nstages; ++st) {
-    cp_wait_stages();
+    cp_wait<STAGES - 2>();
     __syncthreads();
     issue(st + STAGES - 1);
     const unsigned char* stage = ws + (st % STAGES) * ROWS_CTA * ROW_B;
@@ -276,153 +275,42 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
   cp_wait<0>();
 }
 
-// Prefill: a 128 x 128 output tile per program, 256 threads, 8 x 8 outputs per thread held in
-// registers, k in steps of 16 through double-buffered shared memory (x from xt [K, ldx] fp32,
-// k-major; weight rows [N, K] 16-bit, upcast when stored to shared memory). Each output is one
-// __fmaf_rn chain per chunk over k in order; at every chunk end the chain is added into the
-// thread's running total (kept in shared memory, private per thread) and restarts from +0.
-#define SG_BM 128
-#define SG_BN 128
-#define SG_BK 16
-#define SG_THREADS 256
-#define SG_TILES_PER_CHUNK (CHUNK / SG_BK)
-
-template <bool FP16>
-__global__ void __launch_bounds__(SG_THREADS, 2) repro_sgemm(
+// Prefill: a 128 x 128 output tile per program, 256 threads as 4 x 2 warps of 32 x 64 outputs
+// (lanes 4 x 8), each thread 8 x 8 outputs as 2 x 2 quads held in registers, so a warp's fragment
+// reads touch 64 + 128 bytes of shared memory per k. x tiles ([BK, 128] of the k-major fp32 copy,
+// xt [K, ldx]) go straight to shared memory through an NS-stage cp.async pipeline; weight tiles
+// ([N, K] 16-bit) go through registers (upcast when stored), double-buffered. Each output is one
+// __fmaf_rn chain per chunk over k in order. Without SPLIT a program walks every chunk and adds
+// each chain into the thread's running total (shared memory) at the chunk's end; with SPLIT,
+// program z computes chunk z alone and writes its partial [S, M, N] for repro_combine (more
+// programs when the tiles alone would not fill the GPU). Past the chunk's end x is zero-filled and
+// the weight is -0.0, so padded products are -0.0 (neutral).
+template <int BK, int NS, int MINB, bool SPLIT, bool FP16>
+__global__ void __launch_bounds__(256, MINB) repro_sgemm(
     const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
-    const float* __restrict__ bias, float* __restrict__ out, int M, int N, int K, int has_bias) {
-  __shared__ __align__(16) float As[2][SG_BK][SG_BM];
-  __shared__ __align__(16) float Bs[2][SG_BK][SG_BN];
-  extern __shared__ __align__(16) float totals[];  // [64][SG_THREADS]
-  const int tid = threadIdx.x;
-  const int tx = tid % 16, ty = tid / 16;
-  const int m0 = blockIdx.x * SG_BM, n0 = blockIdx.y * SG_BN;
-  const int bn = tid % SG_BN, bh = tid / SG_BN;
-  const unsigned short* wrow = w + (size_t)min(n0 + bn, N - 1) * ldw;
-  const int ntiles = (K + SG_BK - 1) / SG_BK;
-  float4 ra[2];
-  uint4 rb;
-
-  auto load = [&](int it) {
-    const int k0 = it * SG_BK;
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int idx = tid + j * SG_THREADS;
-      const int k = k0 + idx / 32, m4 = (idx % 32) * 4;
-      ra[j] = k < K ? *reinterpret_cast<const float4*>(xt + (size_t)k * ldx + m0 + m4)
-                    : make_float4(-0.0f, -0.0f, -0.0f, -0.0f);
-    }
-    const int kb = k0 + bh * 8;
-    rb = kb < K ? *reinterpret_cast<const uint4*>(wrow + kb) : make_uint4(0u, 0u, 0u, 0u);
-  };
-  auto store = [&](int buf) {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int idx = tid + j * SG_THREADS;
-      *reinterpret_cast<float4*>(&As[buf][idx / 32][(idx % 32) * 4]) = ra[j];
-    }
-    const unsigned words[4] = {rb.x, rb.y, rb.z, rb.w};
-#pragma unroll
-    for (int j = 0; j < 8; ++j) Bs[buf][bh * 8 + j][bn] = (j & 1) ? hi16(words[j >> 1], FP16) : lo16(words[j >> 1], FP16);
-  };
-
-  float acc[8][8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-  // -0.0 is the identity of addition: total = -0 + p_0 + p_1 + ... = p_0 + p_1 + ...
-  for (int i = 0; i < 64; ++i) totals[i * SG_THREADS + tid] = -0.0f;
-
-  load(0);
-  store(0);
-  __syncthreads();
-  for (int it = 0; it < ntiles; ++it) {
-    const int buf = it & 1;
-    if (it + 1 < ntiles) load(it + 1);
-#pragma unroll
-    for (int k = 0; k < SG_BK; ++k) {
-      const float4 a0 = *reinterpret_cast<const float4*>(&As[buf][k][ty * 4]);
-      const float4 a1 = *reinterpret_cast<const float4*>(&As[buf][k][ty * 4 + 64]);
-      const float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][k][tx * 4]);
-      const float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][k][tx * 4 + 64]);
-      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
-    }
-    if (it + 1 < ntiles) store(buf ^ 1);
-    __syncthreads();
-    if ((it + 1) % SG_TILES_PER_CHUNK == 0 || it + 1 == ntiles) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          float* t = &totals[(i * 8 + j) * SG_THREADS + tid];
-          *t = __fadd_rn(*t, acc[i][j]);
-          acc[i][j] = 0.0f;
-        }
-    }
-  }
-
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int m = m0 + ty * 4 + (i & 3) + (i >> 2) * 64;
-    if (m >= M) continue;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int n = n0 + tx * 4 + h * 64;
-      float v[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float y = totals[(i * 8 + h * 4 + j) * SG_THREADS + tid];
-        if (has_bias && n + j < N) y = __fadd_rn(y, bias[n + j]);
-        v[j] = canonical(y);
-      }
-      float* o = out + (size_t)m * N + n;
-      if ((N & 3) == 0 && n + 3 < N) {
-        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (n + j < N) o[j] = v[j];
-      }
-    }
-  }
-}
-
-// Prefill, warp-tiled: a 128 x 128 output tile per program, 256 threads as 4 x 2 warps of 32 x 64
-// outputs (lanes 4 x 8), each thread 8 x 8 outputs as 2 x 2 quads, so a warp's fragment reads
-// touch 64 + 128 bytes of shared memory per k. x tiles ([BK, 128] of the k-major fp32 copy) go
-// straight to shared memory through an NS-stage cp.async pipeline; weight tiles go through
-// registers (upcast when stored), double-buffered. The order is repro_sgemm's: one __fmaf_rn chain
-// per output per chunk, added into the thread's running total (shared memory) at each chunk end.
-// Past K, x is zero-filled and the weight is -0.0, so padded products are -0.0 (neutral).
-template <int BK, int NS, int MINB, bool FP16>
-__global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
-    const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
-    const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K) {
+    const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, float* __restrict__ partial,
+    int M, int N, int K) {
   constexpr int BV = BK * 16;                    // 16-byte weight vectors per tile
   constexpr int BVT = (BV + 255) / 256;          // per thread
   extern __shared__ __align__(16) float sm[];
   float* As = sm;                                // [NS][BK][128]
   float* Bs = As + NS * BK * 128;                // [2][BK][128]
-  float* totals = Bs + 2 * BK * 128;             // [64][256]
+  float* totals = Bs + 2 * BK * 128;             // [64][256], without SPLIT
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int am = (warp % 4) * 32 + (lane / 8) * 4;   // rows am + q*16 + i
   const int bnn = (warp / 4) * 64 + (lane % 8) * 4;  // columns bnn + q*32 + j
   const int m0 = blockIdx.x * 128, n0 = blockIdx.y * 128;
-  const int ntiles = (K + BK - 1) / BK;
+  const int kbeg = SPLIT ? blockIdx.z * CHUNK : 0;
+  const int kend = SPLIT ? min(K, kbeg + CHUNK) : K;
+  const int ntiles = (kend - kbeg + BK - 1) / BK;
 
   auto issue_a = [&](int it) {
     if (it < ntiles) {
       float* dst = As + (it % NS) * BK * 128;
 #pragma unroll
       for (int j = 0; j < BK / 8; ++j) {
-        const int v = tid + j * 256, kk = v / 32, c = v % 32, k = it * BK + kk;
-        const int bytes = k < K ? 16 : 0;
+        const int v = tid + j * 256, kk = v / 32, c = v % 32, k = kbeg + it * BK + kk;
+        const int bytes = k < kend ? 16 : 0;
         cp_async16(smem_u32(dst + kk * 128 + c * 4), bytes ? xt + (size_t)k * ldx + m0 + c * 4 : xt, bytes);
       }
     }
@@ -433,8 +321,8 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
 #pragma unroll
     for (int j = 0; j < BVT; ++j) {
       const int v = tid + j * 256;
-      const int n = min(n0 + v % 128, N - 1), k = it * BK + (v / 128) * 8;
-      rb[j] = (v < BV && k < K) ? *reinterpret_cast<const uint4*>(w + (size_t)n * ldw + k)
+      const int n = min(n0 + v % 128, N - 1), k = kbeg + it * BK + (v / 128) * 8;
+      rb[j] = (v < BV && k < kend) ? *reinterpret_cast<const uint4*>(w + (size_t)n * ldw + k)
                                 : make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
     }
   };
@@ -455,7 +343,8 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
   for (int i = 0; i < 8; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
-  for (int i = 0; i < 64; ++i) totals[i * 256 + tid] = -0.0f;
+  if (!SPLIT)
+    for (int i = 0; i < 64; ++i) totals[i * 256 + tid] = -0.0f;
 
 #pragma unroll
   for (int st = 0; st < NS - 1; ++st) issue_a(st);
@@ -484,7 +373,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
     if (it + 1 < ntiles) store_b((it + 1) & 1);
     cp_wait<NS - 2>();
     __syncthreads();
-    if ((it + 1) % (CHUNK / BK) == 0 || it + 1 == ntiles) {
+    if (!SPLIT && ((it + 1) % (CHUNK / BK) == 0 || it + 1 == ntiles)) {
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -497,6 +386,27 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm_warp(
   }
   cp_wait<0>();
 
+  if (SPLIT) {
+    float* p = partial + (size_t)blockIdx.z * M * N;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int m = m0 + am + (i >> 2) * 16 + (i & 3);
+      if (m >= M) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int n = n0 + bnn + h * 32;
+        float* o = p + (size_t)m * N + n;
+        if ((N & 3) == 0 && n + 3 < N) {
+          *reinterpret_cast<float4*>(o) = make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (n + j < N) o[j] = acc[i][h * 4 + j];
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int m = m0 + am + (i >> 2) * 16 + (i & 3);
