@@ -107,10 +107,11 @@ PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
 PERSISTENT_GEMV_MAX_K = 4096
 PERSISTENT_GEMV_MAX_N = 32768
 
-# Prefill with fewer 128 x 128 output tiles than this (two programs per SM on a 132-SM GPU): one
-# program per (tile, chunk), so the programs fill the GPU, and a combine (bench/NOTES.md).
+# Prefill with fewer 128 x 128 output tiles than this: one program per (tile, chunk) and a combine.
+# At M = 512 (128 to 592 tiles) that was 5% to 24% faster than whole tiles, at M = 4096 (1024 tiles
+# and up) 2% to 7% slower (bench/NOTES.md).
 SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
-SPLIT_SGEMM_BELOW_TILES = 264
+SPLIT_SGEMM_BELOW_TILES = 1024
 
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
