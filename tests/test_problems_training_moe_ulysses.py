@@ -98,8 +98,16 @@ def _reduce(values: list[torch.Tensor], op) -> torch.Tensor:
     return stacked.sum(dim=0)
 
 
+def _nccl_ready(*tensors) -> None:
+    # NCCL (gpu mode) rejects non-contiguous buffers that gloo (cpu mode) quietly accepts.
+    for t in tensors:
+        if not t.is_contiguous():
+            raise ValueError(f"Tensors must be contiguous (NCCL): shape {tuple(t.shape)}, strides {t.stride()}")
+
+
 class ThreadWorld:
-    """The subset of torch.distributed the references call, for ranks that are threads."""
+    """The subset of torch.distributed the references call, for ranks that are threads, with
+    NCCL's rules on buffers."""
 
     def __init__(self, world_size: int):
         self.world = _Group(range(world_size))
@@ -127,25 +135,30 @@ class ThreadWorld:
             return self._created[(n, ranks)]
 
     def all_reduce(self, tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        _nccl_ready(tensor)
         tensor.copy_(_reduce(self._group(group).exchange(tensor.clone()), op))
 
     def all_gather_into_tensor(self, output, tensor, group=None, async_op=False):
+        _nccl_ready(output, tensor)
         parts = self._group(group).exchange(tensor.clone())
         output.view(-1).copy_(torch.cat([p.reshape(-1) for p in parts]))
 
     def all_to_all_single(
         self, output, tensor, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False
     ):
+        _nccl_ready(output, tensor)
         g = self._group(group)
         sizes = list(input_split_sizes) if input_split_sizes is not None else [tensor.size(0) // g.size()] * g.size()
         everyone = g.exchange(list(tensor.split(sizes)))
         output.copy_(torch.cat([blocks[g.index()] for blocks in everyone]))
 
     def broadcast(self, tensor, src, group=None, async_op=False):
+        _nccl_ready(tensor)
         g = self._group(group)
         tensor.copy_(g.exchange(tensor.clone())[g.ranks.index(src)])
 
     def reduce_scatter_tensor(self, output, tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        _nccl_ready(output, tensor)
         g = self._group(group)
         total = _reduce(g.exchange(tensor.clone()), op)
         output.copy_(total.view(g.size(), -1)[g.index()].view_as(output))

@@ -18,8 +18,10 @@ def make_inputs(ctx):
 
 
 def _all_to_all(send: torch.Tensor, group) -> torch.Tensor:
+    # Both buffers contiguous: empty_like keeps a permuted view's strides, and NCCL rejects those.
+    send = send.contiguous()
     recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send.contiguous(), group=group)
+    dist.all_to_all_single(recv, send, group=group)
     return recv
 
 
