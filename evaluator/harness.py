@@ -31,6 +31,7 @@ TIMING_MEMORY_BYTES = {"cpu": 256 << 20, "shared-gpu": 512 << 20, "gpu": 4 << 30
 MAX_TIMING_SETS = 128
 WARMUP_SETS = 4
 ROUNDS = 10  # alternate often: host-side drift on shared machines then hits both sides alike
+TIMING_ATTEMPTS = 3  # measure again after a stall, at most twice (see time_sides)
 
 
 class Verdict(Exception):
@@ -273,10 +274,7 @@ class Harness:
                 timing.warm_up(self.problem.reference, warm, self.cfg["warmup"], self.on_gpu)
                 timed = sets[WARMUP_SETS:] or warm
             with self.stages("timing"):
-                timed_sides = timing.side_by_side(
-                    {"solution": self.solution, "reference": self.problem.reference},
-                    timed, self.cfg["iters"], ROUNDS, self.on_gpu, self.align,
-                )
+                timed_sides = self.time_sides(timed, result["notes"])
             self.check_integrity()
             for side, data in timed_sides.items():
                 result[f"{side}_us"] = data["samples_us"]
@@ -294,6 +292,30 @@ class Harness:
             result["digest_reference"] = checks.digest(self.problem.reference(*ref_inputs))
         result["max_abs_error"] = worst
         return result
+
+    def time_sides(self, timed: list[tuple], notes: list[str]) -> dict:
+        """Solution and reference side by side; while any rank saw a stall, measured again
+        (TIMING_ATTEMPTS in all), keeping the attempt that lost the least time to stalls. A cost
+        the solution pays on some of its calls recurs in every attempt and stays in; a random
+        stall does not."""
+        best, best_stall_us, attempts = None, 0.0, 0
+        while attempts < TIMING_ATTEMPTS and (best is None or best_stall_us > 0):
+            attempts += 1
+            sides = timing.side_by_side(
+                {"solution": self.solution, "reference": self.problem.reference},
+                timed, self.cfg["iters"], ROUNDS, self.on_gpu, self.align,
+            )  # fmt: skip
+            mine = sum(timing.stall_us(side["samples_us"]) for side in sides.values())
+            lost: list[Any] = [None] * self.world
+            dist.all_gather_object(lost, mine, group=self.group)  # every rank takes the same branch
+            if best is None or sum(lost) < best_stall_us:
+                best, best_stall_us = sides, sum(lost)
+        if attempts > 1:
+            notes.append(
+                f"timing measured {attempts} times after stalls (iterations over {timing.STALL_FACTOR:g}x the "
+                f"median); kept the attempt that lost the least to them ({best_stall_us / 1e3:.1f} ms)"
+            )
+        return best
 
     def timing_sets(self, dims: dict, seed_msg: dict) -> list[tuple]:
         """Distinct input sets, as many as memory allows up to one per timed iteration, plus a

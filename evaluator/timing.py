@@ -3,6 +3,7 @@ the reference and the solution alternate in rounds so that drift (clocks, neighb
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,18 @@ import torch
 # (a side stream, or work deferred past the end event): its wall time is used instead.
 WALL_SLACK_FACTOR = 1.5
 WALL_SLACK_US = 1000.0
+
+
+# An iteration this many times its side's median, and this much above it, is a stall (the host
+# descheduled, a page fault): rare and random, yet one of them can double a 100-iteration mean.
+STALL_FACTOR = 10.0
+STALL_MIN_US = 500.0
+
+
+def stall_us(samples_us: list[float]) -> float:
+    """Time these iterations spent in stalls, beyond the median."""
+    median = statistics.median(samples_us)
+    return sum(v - median for v in samples_us if v > STALL_FACTOR * median and v > median + STALL_MIN_US)
 
 
 def _block_gpu(fn: Callable, sets: list[tuple], first: int, n: int) -> tuple[list[float], float]:
