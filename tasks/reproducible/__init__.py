@@ -4,10 +4,11 @@ Not a problem folder (no problem.py): the kernels and helpers the reproducible p
 (`repro_linear`, `repro_tp_row_linear`, `repro_decode_block`) and the benchmarks use.
 
 - config.py: the reduction order (chunks of 512 k, each an fp32 FMA chain in order, chunk results
-  added in order) and the fixed table of launch configurations keyed on (M bucket, N, K);
+  added in order) and the fixed launch table, a pure function of (M, N, K);
 - cpu_reference.py: the exact CPU emulation of that order (fp32 FMA via float64, TwoSum and
   round-to-odd);
-- cuda_kernels.py (CUDA C++ via NVRTC, cuda_rtc.py) and triton_gemm.py: the GPU kernels;
+- kernels.cu and cuda_kernels.py (CUDA C++ compiled by NVRTC through cuda_rtc.py; their
+  launchers) and triton_gemm.py: the GPU kernels;
 - gemm.py: `reproducible_matmul` / `reproducible_bmm`, dispatching by device and shape;
 - linear.py: `ReproducibleLinear` (drop-in for nn.Linear) and `patch_linear_layers(model)`;
 - allreduce.py: `deterministic_all_reduce` (rank-ordered fp32 sum through symmetric memory);
