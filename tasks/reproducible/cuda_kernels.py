@@ -1,15 +1,15 @@
 """CUDA C++ kernels of the reproducible path (kernels.cu), compiled at run time with NVRTC.
 
-- `repro_gemv<MB, R, KT, FP16>`: decode GEMV for up to MB rows of x. One program streams a block
-  of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a 4-stage
+- `repro_gemv<MB, R, KT, STAGES, FP16>`: decode GEMV for up to MB rows of x. One program streams
+  a block of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x (fp32 rows) is read in place.
 - `repro_gemv_persistent<MB, KT, STAGES, FP16>`: decode GEMV for up to 4 rows of x in one launch:
   a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
   each row's chunk partials in index order itself.
-- `repro_sgemm<FP16>` and `repro_sgemm_warp<BK, NS, MINB, FP16>`: prefill GEMMs, register-blocked
-  128 x 128 tiles of fp32 FMA chains on CUDA cores, the same order (running chunk totals kept per
-  thread in shared memory); the second tiles by warp and pipelines x with cp.async.
+- `repro_sgemm<BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of fp32
+  FMA chains on CUDA cores, the same order: running chunk totals kept per thread in shared memory,
+  or (SPLIT) one program per tile and chunk writing partials for repro_combine.
 - `repro_combine`: adds the chunk partials in index order (`__fadd_rn`), then the bias.
 - `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.

@@ -1,3 +1,7 @@
+// The reproducible path's CUDA kernels (cuda_kernels.py describes them). cuda_kernels.py defines
+// CHUNK (config.py's chunk length) and ROWS (the row-block GEMV's threads) before this source and
+// compiles it with NVRTC: -fmad=false -ftz=false -prec-div=true -prec-sqrt=true.
+
 #define CANONICAL_NAN 0x7fc00000
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
