@@ -110,8 +110,10 @@ PERSISTENT_GEMV_MAX_N = 32768
 # Prefill with fewer 128 x 128 output tiles than this: one program per (tile, chunk) and a combine.
 # At M = 512 (128 to 592 tiles) that was 5% to 24% faster than whole tiles, at M = 4096 (1024 tiles
 # and up) 2% to 7% slower (bench/NOTES.md).
+# The partials take S x M x N fp32 values: split only while that stays within this many bytes.
 SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
 SPLIT_SGEMM_BELOW_TILES = 1024
+SPLIT_SGEMM_MAX_PARTIAL_BYTES = 1 << 30
 
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
@@ -126,6 +128,11 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
         return TABLE[(bucket, n, k)]
     if m == 1 and k <= PERSISTENT_GEMV_MAX_K and n <= PERSISTENT_GEMV_MAX_N:
         return PERSISTENT_GEMV
-    if bucket == "prefill" and -(-m // 128) * -(-n // 128) < SPLIT_SGEMM_BELOW_TILES:
+    tiles = -(-m // 128) * -(-n // 128)
+    if (
+        bucket == "prefill"
+        and tiles < SPLIT_SGEMM_BELOW_TILES
+        and split_count(k) * m * n * 4 <= SPLIT_SGEMM_MAX_PARTIAL_BYTES
+    ):
         return SPLIT_SGEMM
     return DEFAULTS[bucket]
