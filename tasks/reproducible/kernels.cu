@@ -25,6 +25,17 @@ __device__ __forceinline__ float hi16(unsigned v, bool fp16) {
   return __uint_as_float(v & 0xffff0000u);
 }
 __device__ __forceinline__ float canonical(float y) { return y != y ? __uint_as_float(CANONICAL_NAN) : y; }
+// Four consecutive outputs of a row, columns n..n+3 of N: one 16-byte store when they fit and
+// stay aligned, else one at a time up to N.
+__device__ __forceinline__ void store_row4(float* o, const float v[4], int n, int N) {
+  if ((N & 3) == 0 && n + 3 < N) {
+    *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (n + j < N) o[j] = v[j];
+  }
+}
 // Element i of a float32 (dtype 0), bfloat16 (1) or float16 (2) array, exactly as fp32.
 __device__ __forceinline__ float load_as_f32(const void* p, long long i, int dtype) {
   if (dtype == 0) return reinterpret_cast<const float*>(p)[i];
@@ -399,14 +410,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int n = n0 + bnn + h * 32;
-        float* o = p + (size_t)m * N + n;
-        if ((N & 3) == 0 && n + 3 < N) {
-          *reinterpret_cast<float4*>(o) = make_float4(acc[i][h * 4], acc[i][h * 4 + 1], acc[i][h * 4 + 2], acc[i][h * 4 + 3]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (n + j < N) o[j] = acc[i][h * 4 + j];
-        }
+        store_row4(p + (size_t)m * N + n, &acc[i][h * 4], n, N);
       }
     }
     return;
@@ -425,14 +429,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
         if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
         v[j] = canonical(y);
       }
-      float* o = out + (size_t)m * N + n;
-      if ((N & 3) == 0 && n + 3 < N) {
-        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (n + j < N) o[j] = v[j];
-      }
+      store_row4(out + (size_t)m * N + n, v, n, N);
     }
   }
 }
