@@ -232,9 +232,7 @@ def run(args) -> dict:
     for name, k, n, m in cases:
         if (k, n) not in weights:
             weights.clear()
-            wb = (torch.randn(n, k, device=dev) * k**-0.5).to(torch.bfloat16)
-            n_copies = max(1, -(-3 * L2_BYTES // (n * k * 2)))
-            weights[(k, n)] = [(wb, wb.float())] + [(wb.clone(), wb.float()) for _ in range(n_copies - 1)]
+            weights[(k, n)] = [(w, w.float()) for w in weight_copies(n, k, dev)]
         copies = weights[(k, n)]
         wb, wf = copies[0]
         x = torch.randn(m, k, device=dev).to(torch.bfloat16)
