@@ -20,6 +20,7 @@ Built with -fmad=false (every fused multiply-add is an explicit __fmaf_rn), -ftz
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 
@@ -100,10 +101,17 @@ def launcher(name: str) -> cuda_rtc.Launcher:
         return _launchers[(dev, name)]
 
 
+@functools.cache
+def _device_limits(index: int) -> tuple[int, int]:
+    """(SMs, shared memory one program may use: the opt-in maximum) of CUDA device `index`,
+    looked up once: decode calls ask on every launch."""
+    props = torch.cuda.get_device_properties(index)
+    return props.multi_processor_count, int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+
+
 def max_dynamic_smem() -> int:
     """Shared memory one program may use on the current device (opt-in maximum)."""
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
+    return _device_limits(torch.cuda.current_device())[1]
 
 
 def ptx() -> str:
@@ -141,6 +149,11 @@ def _as_kernel_input(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _require_gemv_weight(weight: torch.Tensor) -> None:
+    if not gemv_supports(weight):
+        raise ValueError("the GEMV needs 16-bit weight rows, 16-byte aligned, with strides that are multiples of 8")
+
+
 def gemv(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, *, variant: tuple[int, int, int] | None = None
 ) -> torch.Tensor:
@@ -163,8 +176,7 @@ def gemv_persistent(
     """fp32 [M, N] for x [M, K] and weight [N, K] (gemv_supports, gemv_persistent_fits) in one
     launch, x and bias read in their own dtype; `mb` (row capacity >= M) and `variant` default to
     the smallest capacity and the chosen variant."""
-    if not gemv_supports(weight):
-        raise ValueError("the GEMV needs 16-bit weight rows, 16-byte aligned, with strides that are multiples of 8")
+    _require_gemv_weight(weight)
     m, k = x.shape
     n = weight.shape[0]
     variant = variant or PERSISTENT_VARIANT
@@ -172,8 +184,7 @@ def gemv_persistent(
     x = _as_kernel_input(x)
     b = _as_kernel_input(bias.to(x.device)) if bias is not None else None
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
-    props = torch.cuda.get_device_properties(x.device)
-    grid = min(n, props.multi_processor_count * variant[2])
+    grid = min(n, _device_limits(torch.cuda.current_device())[0] * variant[2])
     group = PERSISTENT_THREADS // ((k + CHUNK - 1) // CHUNK)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, variant))(
         (grid, 1, 1), PERSISTENT_THREADS, gemv_persistent_smem_bytes(mb, k, variant),
@@ -190,8 +201,7 @@ def gemv_batched(
     """fp32 [B, M, N] for x [B, M, K] and weight [B, N, K]; every entry in the reproducible order."""
     bsz, m, k = x.shape
     n = weight.shape[1]
-    if not gemv_supports(weight):
-        raise ValueError("the GEMV needs 16-bit weight rows, 16-byte aligned, with strides that are multiples of 8")
+    _require_gemv_weight(weight)
     dev = x.device
     xf = x if (x.dtype == torch.float32 and x.stride(2) == 1) else x.float().contiguous()
     ldx = xf.stride(1) if m > 1 else k
