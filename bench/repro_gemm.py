@@ -47,17 +47,18 @@ PREFILL_SHAPES = ("llama gate/up", "llama down", "llama q/o", "qwen gate/up")
 # Kernel variants for --sweep (every one computes the same bits; the fastest become the defaults
 # in tasks/reproducible/cuda_kernels.py): the row-block GEMV's (weight rows per thread, k per
 # stage, stages) for up to 4 and for 8-16 rows of x, the persistent GEMV's (k per stage, stages,
-# programs per SM), the SGEMM's (k per tile, x stages, programs per SM), whole or split by chunk.
+# programs per SM), the SGEMM's (output rows per thread, k per tile, x stages, programs per SM),
+# whole or split by chunk.
 ROW_BLOCK_SWEEP = {
     "few": [(1, 64, 4), (1, 128, 3), (1, 128, 4), (1, 256, 2), (1, 256, 3)],
     "many": [(2, 32, 4), (2, 64, 3), (1, 64, 4)],
 }
-PERSISTENT_SWEEP = [(64, 4, 1), (64, 3, 1), (64, 5, 1), (128, 3, 1), (128, 2, 1)]
+PERSISTENT_SWEEP = [(64, 4, 1), (64, 5, 1), (64, 6, 1), (128, 3, 1), (32, 8, 1)]
 GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 128256, 1), (3584, 18944, 1),
                     (18944, 3584, 1), (4096, 14336, 4), (4096, 14336, 16), (4096, 4096, 16)]  # fmt: skip
-SGEMM_SWEEP = [(16, 4, 2), (16, 3, 2), (8, 4, 2), (32, 3, 1)]
+SGEMM_SWEEP = [(8, 16, 3, 2), (8, 16, 4, 2), (8, 16, 5, 2), (8, 32, 3, 2), (8, 32, 4, 2), (16, 16, 4, 2)]
 SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 4096), (14336, 4096, 512), (4096, 4096, 512),
-                     (3584, 18944, 512)]  # fmt: skip
+                     (3584, 18944, 512), (4096, 4096, 128), (14336, 4096, 256)]  # fmt: skip
 
 
 def bench_ms(fn) -> float:
@@ -130,10 +131,10 @@ def variant_call(kind: str, v: tuple, x: torch.Tensor):
         if ck.gemv_smem_bytes(mb, v) > ck.max_dynamic_smem():
             return None
         return lambda w: ck.gemv(x, w, None, variant=v)
-    if kind == "persistent":
+    if kind in ("persistent", "persistent-full"):
         if not ck.gemv_persistent_fits(m, k, v):
             return None
-        return lambda w: ck.gemv_persistent(x, w, None, variant=v)
+        return lambda w: ck.gemv_persistent(x, w, None, variant=v, full_groups=kind == "persistent-full")
     return lambda w: ck.sgemm(x, w, None, split=kind == "sgemm-split", variant=v)
 
 
@@ -142,16 +143,17 @@ def device_ms(fn, copies: list[torch.Tensor]) -> float:
     return graph_ms([lambda w=w: fn(w) for w in copies], max(3, min(24, int(30 / max(call, 1e-3)))))
 
 
-def sweep(dev, gen: torch.Generator, bw: float) -> list[dict]:
-    """Device time of every kernel variant at the sweep shapes, each checked bit for bit against
-    the default path, itself checked against the CPU emulation."""
+def sweep(dev, gen: torch.Generator, bw: float, part: str = "all") -> list[dict]:
+    """Device time of every kernel variant at the sweep shapes (`part`: all, gemv or sgemm), each
+    checked bit for bit against the default path, itself checked against the CPU emulation."""
     rows = []
     jobs = []
-    for k, n, m in GEMV_SWEEP_CASES:
+    for k, n, m in GEMV_SWEEP_CASES if part in ("all", "gemv") else []:
         jobs += [("cublas_bf16", k, n, m, ())]
         jobs += [("row-block", k, n, m, v) for v in ROW_BLOCK_SWEEP["few" if m <= 4 else "many"]]
         jobs += [("persistent", k, n, m, v) for v in PERSISTENT_SWEEP if m <= 4]
-    for k, n, m in SGEMM_SWEEP_CASES:
+        jobs += [("persistent-full", k, n, m, PERSISTENT_SWEEP[0])] if m <= 4 else []
+    for k, n, m in SGEMM_SWEEP_CASES if part in ("all", "sgemm") else []:
         jobs += [("layercast", k, n, m, ())]
         jobs += [(kind, k, n, m, v) for v in SGEMM_SWEEP for kind in ("sgemm", "sgemm-split")]
     copies, x, base, base_ok, sample, key = None, None, None, False, "", None
@@ -262,7 +264,7 @@ def run(args) -> dict:
         )
 
     if args.sweep or args.sweep_only:
-        results["sweep"] = sweep(dev, gen, bw)
+        results["sweep"] = sweep(dev, gen, bw, args.sweep_part)
     return results
 
 
@@ -271,6 +273,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
     parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
     parser.add_argument("--sweep-only", action="store_true", help="time the kernel variants only")
+    parser.add_argument("--sweep-part", choices=("all", "gemv", "sgemm"), default="all", help="which kernels to sweep")
     parser.add_argument("--json", help="write all figures to this file")
     args = parser.parse_args()
     results = run(args)

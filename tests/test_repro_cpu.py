@@ -259,11 +259,11 @@ def test_launch_table_is_a_pure_function_of_shape():
     ]
     first = [launch_config(*s) for s in shapes]
     assert first == [launch_config(*s) for s in shapes]
-    assert launch_config(1, 4096, 4096).kernel == "gemv_persistent"
-    assert launch_config(1, 4096, 14336).kernel == launch_config(2, 4096, 4096).kernel == "gemv"
-    assert launch_config(1, 128256, 4096).kernel == "gemv"
-    assert launch_config(512, 4096, 14336).split_parallel and not launch_config(4096, 4096, 4096).split_parallel
-    assert not launch_config(1024, 16000, 65536).split_parallel  # its partials would take 8 GiB
+    assert launch_config(1, 4096, 4096).kernel == launch_config(1, 4096, 14336).kernel == "gemv_persistent"
+    assert launch_config(1, 128256, 4096).kernel == "gemv_persistent"
+    assert launch_config(1, 3584, 18944).kernel == launch_config(2, 4096, 4096).kernel == "gemv"
+    assert launch_config(256, 4096, 14336).split_parallel and not launch_config(512, 4096, 4096).split_parallel
+    assert not launch_config(128, 16000, 1 << 20).split_parallel  # its partials would take 16 GiB
     for (m, _, _), cfg in zip(shapes, first):
         assert isinstance(cfg, LaunchConfig)
         if cfg.kernel == "gemv":

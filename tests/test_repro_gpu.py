@@ -124,9 +124,9 @@ def test_special_values():
 
 
 # Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
-PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 3, 1), (64, 5, 1), (32, 4, 2), (128, 3, 1), (128, 2, 1)]
+PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 6, 1), (32, 4, 2), (128, 3, 1), (128, 2, 1)]
 ROW_BLOCK_VARIANTS = [(1, 64, 4), (1, 128, 3), (1, 256, 2), (2, 32, 4), (2, 64, 3)]
-SGEMM_VARIANTS = [(16, 4, 2), (16, 3, 2), (8, 4, 2), (32, 3, 1)]
+SGEMM_VARIANTS = [(8, 16, 3, 2), (8, 8, 4, 2), (8, 32, 4, 2), (16, 16, 3, 2), (16, 8, 4, 2)]
 
 
 def _every_cuda_kernel(x, w, b, what):

@@ -100,19 +100,18 @@ DEFAULTS: dict[str, LaunchConfig] = {
 # Per (bucket, N, K) exceptions, for the Llama-3.1-8B-like and Qwen-like layer shapes.
 TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
 
-# One row of x with K and N up to these: the persistent GEMV, one launch instead of two. At M = 1
-# it was faster for K <= 4096 up to N = 18944, even at N = 14336, slower at N = 128256, at
-# K >= 14336 and at M = 4 (bench/NOTES.md).
+# One row of x with K up to this: the persistent GEMV, one launch instead of the row-block GEMV's
+# two or three. At M = 1 it was faster at every layer shape up to K = 14336 (N = 4096 to 128256),
+# slower at K = 18944 (its x then fills a third of shared memory) and at M = 4 (bench/NOTES.md).
 PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
-PERSISTENT_GEMV_MAX_K = 4096
-PERSISTENT_GEMV_MAX_N = 32768
+PERSISTENT_GEMV_MAX_K = 16384
 
-# Prefill with fewer 128 x 128 output tiles than this: one program per (tile, chunk) and a combine.
-# At M = 512 (128 to 592 tiles) that was 5% to 24% faster than whole tiles, at M = 4096 (1024 tiles
-# and up) 2% to 7% slower (bench/NOTES.md).
+# Prefill with fewer 128 x 128 output tiles than this (fewer than one per SM of an H200): one
+# program per (tile, chunk) and a combine. At 32 and 64 tiles that was 2x to 4x faster than whole
+# tiles; from 128 tiles (M = 512) on, whole tiles were 3% to 7% faster (bench/NOTES.md).
 # The partials take S x M x N fp32 values: split only while that stays within this many bytes.
 SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
-SPLIT_SGEMM_BELOW_TILES = 1024
+SPLIT_SGEMM_BELOW_TILES = 128
 SPLIT_SGEMM_MAX_PARTIAL_BYTES = 1 << 30
 
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
@@ -126,7 +125,7 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     bucket = m_bucket(m)
     if (bucket, n, k) in TABLE:
         return TABLE[(bucket, n, k)]
-    if m == 1 and k <= PERSISTENT_GEMV_MAX_K and n <= PERSISTENT_GEMV_MAX_N:
+    if m == 1 and k <= PERSISTENT_GEMV_MAX_K:
         return PERSISTENT_GEMV
     tiles = -(-m // 128) * -(-n // 128)
     if (

@@ -7,9 +7,10 @@
 - `repro_gemv_persistent<MB, KT, STAGES, FP16>`: decode GEMV for up to 4 rows of x in one launch:
   a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
   each row's chunk partials in index order itself.
-- `repro_sgemm<BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of fp32
-  FMA chains on CUDA cores, the same order: running chunk totals kept per thread in shared memory,
-  or (SPLIT) one program per tile and chunk writing partials for repro_combine.
+- `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
+  fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
+  kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partials for
+  repro_combine.
 - `repro_combine`: adds the chunk partials in index order (`__fadd_rn`), then the bias.
 - `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
@@ -39,15 +40,17 @@ SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__
 # Row-block GEMV, per MB rows of x: (weight rows per thread, k per stage, pipeline stages). Two rows
 # per thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM.
 ROW_BLOCK_VARIANTS = {1: (1, 64, 4), 2: (1, 64, 4), 4: (1, 64, 4), 8: (2, 32, 4), 16: (2, 32, 4)}
-# Persistent GEMV (M <= 4; config.py says where it is used): (k per stage, stages, programs per SM).
+# Persistent GEMV (M <= 4; config.py says where it is used): (k per stage, stages, programs per SM);
+# the wide variant's longer stages won from N = 14336 up wherever x left them room (K <= 4608).
 PERSISTENT_MB = (1, 2, 4)
 PERSISTENT_VARIANT = (64, 4, 1)
+PERSISTENT_WIDE_VARIANT = (128, 3, 1)
+PERSISTENT_WIDE_FROM_N = 8192
 PERSISTENT_THREADS = 256
-# Prefill SGEMM: (k per tile, x pipeline stages, programs per SM).
-SGEMM_VARIANT = (16, 4, 2)
+# Prefill SGEMM: (output rows per thread, k per tile, x pipeline stages, programs per SM).
+SGEMM_VARIANT = (8, 16, 3, 2)
 SGEMM_TILE = 128
-SGEMM_THREADS = 256
-SGEMM_TOTALS_BYTES = 64 * SGEMM_THREADS * 4  # each thread's 64 running totals, in shared memory
+SGEMM_TOTALS_BYTES = SGEMM_TILE * SGEMM_TILE * 4  # every output's running total, in shared memory
 
 
 def _b(flag: bool) -> str:
@@ -64,9 +67,9 @@ def gemv_persistent_name(mb: int, fp16: bool, variant: tuple[int, int, int] = PE
     return f"repro_gemv_persistent<{mb}, {kt}, {stages}, {_b(fp16)}>"
 
 
-def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int] = SGEMM_VARIANT) -> str:
-    bk, ns, minb = variant
-    return f"repro_sgemm<{bk}, {ns}, {minb}, {_b(split)}, {_b(fp16)}>"
+def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGEMM_VARIANT) -> str:
+    tm, bk, ns, minb = variant
+    return f"repro_sgemm<{tm}, {bk}, {ns}, {minb}, {_b(split)}, {_b(fp16)}>"
 
 
 # Parameter counts of each kernel family, for the launchers.
@@ -75,7 +78,8 @@ _NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 11,
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
-    + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
+    + [gemv_persistent_name(mb, fp16, v) for v in (PERSISTENT_VARIANT, PERSISTENT_WIDE_VARIANT)
+       for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
     + ["repro_combine", "repro_rank_sum"]
 )
@@ -128,7 +132,7 @@ def gemv_persistent_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = 
     kt, stages, _ = variant
     s = (k + CHUNK - 1) // CHUNK
     group = PERSISTENT_THREADS // s
-    return stages * PERSISTENT_THREADS * (kt * 2 + 16) + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
+    return stages * PERSISTENT_THREADS * kt * 2 + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
 
 
 def gemv_supports(weight: torch.Tensor) -> bool:
@@ -170,22 +174,40 @@ def gemv_persistent_fits(m: int, k: int, variant: tuple[int, int, int] = PERSIST
     return gemv_persistent_smem_bytes(mb, k, variant) <= max_dynamic_smem()
 
 
+def persistent_group(n: int, k: int, programs: int, full: bool = False) -> int:
+    """Rows per group of the persistent GEMV: each program's rows in equal groups of at most
+    256 / S rows (S chunks), so its last group is not a nearly empty one; `full`: always the most."""
+    most = PERSISTENT_THREADS // ((k + CHUNK - 1) // CHUNK)
+    if full:
+        return most
+    rows = -(-n // programs)
+    return -(-rows // -(-rows // most))
+
+
 def gemv_persistent(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, mb: int = 0, variant: tuple | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    mb: int = 0,
+    variant: tuple | None = None,
+    full_groups: bool = False,
 ) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] and weight [N, K] (gemv_supports, gemv_persistent_fits) in one
     launch, x and bias read in their own dtype; `mb` (row capacity >= M) and `variant` default to
-    the smallest capacity and the chosen variant."""
+    the smallest capacity and the chosen variant; `full_groups` (for sweeps): groups of the most
+    rows, as persistent_group says."""
     _require_gemv_weight(weight)
     m, k = x.shape
     n = weight.shape[0]
-    variant = variant or PERSISTENT_VARIANT
     mb = mb or next(r for r in PERSISTENT_MB if r >= m)
+    if variant is None:
+        wide = n >= PERSISTENT_WIDE_FROM_N and gemv_persistent_fits(mb, k, PERSISTENT_WIDE_VARIANT)
+        variant = PERSISTENT_WIDE_VARIANT if wide else PERSISTENT_VARIANT
     x = _as_kernel_input(x)
     b = _as_kernel_input(bias.to(x.device)) if bias is not None else None
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     grid = min(n, _device_limits(torch.cuda.current_device())[0] * variant[2])
-    group = PERSISTENT_THREADS // ((k + CHUNK - 1) // CHUNK)
+    group = persistent_group(n, k, grid, full_groups)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, variant))(
         (grid, 1, 1), PERSISTENT_THREADS, gemv_persistent_smem_bytes(mb, k, variant),
         x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k, weight.data_ptr(),
@@ -227,9 +249,13 @@ def gemv_batched(
     return out
 
 
-def sgemm_smem_bytes(split: bool, variant: tuple[int, int, int] = SGEMM_VARIANT) -> int:
-    bk, ns, _ = variant
-    return (ns + 2) * bk * SGEMM_TILE * 4 + (0 if split else SGEMM_TOTALS_BYTES)
+def sgemm_threads(variant: tuple[int, int, int, int] = SGEMM_VARIANT) -> int:
+    return SGEMM_TILE * SGEMM_TILE // (variant[0] * 8)
+
+
+def sgemm_smem_bytes(split: bool, variant: tuple[int, int, int, int] = SGEMM_VARIANT) -> int:
+    _, bk, ns, _ = variant  # x stages, two fp32 weight tiles, the 16-bit copy of one, totals
+    return (ns + 2) * bk * SGEMM_TILE * 4 + bk * SGEMM_TILE * 2 + (0 if split else SGEMM_TOTALS_BYTES)
 
 
 def sgemm(
@@ -238,7 +264,7 @@ def sgemm(
     bias: torch.Tensor | None,
     *,
     split: bool = False,
-    variant: tuple[int, int, int] | None = None,
+    variant: tuple[int, int, int, int] | None = None,
 ) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] and weight [N, K] (16-bit rows, gemv_supports, K % 8 == 0).
     `split`: one program per (tile, chunk), the partials added by repro_combine."""
@@ -257,7 +283,7 @@ def sgemm(
     b = _as_kernel_input(bias.to(dev)) if bias is not None and not split else None
     grid = (mp // SGEMM_TILE, (n + SGEMM_TILE - 1) // SGEMM_TILE, chunks)
     launcher(sgemm_name(weight.dtype == torch.float16, split, variant))(
-        grid, SGEMM_THREADS, sgemm_smem_bytes(split, variant),
+        grid, sgemm_threads(variant), sgemm_smem_bytes(split, variant),
         xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k,
         b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
         out.data_ptr(), partial.data_ptr(), m, n, k,

@@ -42,6 +42,28 @@ __device__ __forceinline__ float load_as_f32(const void* p, long long i, int dty
   const unsigned h = reinterpret_cast<const unsigned short*>(p)[i];
   return dtype == 1 ? __uint_as_float(h << 16) : lo16(h, true);
 }
+// Elements i..i+7 of a float32/bfloat16/float16 array as fp32 into v, the first `valid` of them
+// (-0.0 past them): 16-byte loads when `vec` (array and i 16-byte aligned) and all eight are valid.
+__device__ __forceinline__ void load8_as_f32(const void* p, long long i, int dtype, bool vec, int valid, float v[8]) {
+  if (vec && valid >= 8) {
+    if (dtype == 0) {
+      const float4 a = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(p) + i);
+      const float4 b = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(p) + i + 4);
+      v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    } else {
+      const uint4 q = *reinterpret_cast<const uint4*>(reinterpret_cast<const unsigned short*>(p) + i);
+      const unsigned words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        v[2 * e] = lo16(words[e], dtype == 2);
+        v[2 * e + 1] = hi16(words[e], dtype == 2);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = e < valid ? load_as_f32(p, i + e, dtype) : -0.0f;
+}
 
 // Batched: entry b reads x + b*x_batch (MB rows of fp32 at stride ldx), rows of w + b*w_batch at
 // stride ldw (a multiple of 8, 16-byte aligned), and writes out + b*M*N ([M, N]) or its partials
@@ -182,10 +204,13 @@ template <int MB, int KT, int STAGES_, bool FP16>
 __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
     const void* __restrict__ x, int x_dtype, long long ldx, const unsigned short* __restrict__ w, long long ldw,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
-  constexpr int ROW_B = KT * 2 + 16;    // 16 bytes of padding keep 16-byte row reads conflict-free
+  constexpr int ROW_B = KT * 2;         // one pair's piece of a stage, unpadded
   constexpr int TPC = CHUNK / KT;       // pipeline stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
   constexpr int VPT = KT / 8;           // 16-byte copies per thread per stage
+  // Vector c of pair p's piece is stored at slot c ^ (p % SW): eight neighbouring threads reading
+  // their own pieces then touch eight different bank groups, with no padding between pieces.
+  constexpr int SW = VPT < 8 ? VPT : 8;
   extern __shared__ __align__(16) unsigned char smem[];
   const int S = (K + CHUNK - 1) / CHUNK;
   const int P = G * S;                  // (row, chunk) pairs in a group, <= GP_THREADS
@@ -205,7 +230,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
     const int v = tid + j * GP_THREADS, p = v / VPT, c = v % VPT;
     cp_row[j] = p < P ? p % G : -1;
     cp_k[j] = (p / G) * CHUNK + c * 8;
-    cp_dst[j] = smem_u32(ws + p * ROW_B + c * 16);
+    cp_dst[j] = smem_u32(ws + p * ROW_B + (c ^ (p % SW)) * 16);
   }
   auto issue = [&](int st) {
     if (st < nstages) {
@@ -224,9 +249,25 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
 #pragma unroll
   for (int st = 0; st < STAGES_ - 1; ++st) issue(st);
 
-  for (int i = tid; i < MB * S * CHUNK; i += GP_THREADS) {
-    const int m = i / (S * CHUNK), k = i % (S * CHUNK);
-    xs[m * S * XS + (k / CHUNK) * XS + k % CHUNK] = (m < M && k < K) ? load_as_f32(x, m * ldx + k, x_dtype) : -0.0f;
+  // x into shared memory, eight k per unit: each thread issues the loads of four units before it
+  // stores any, so the copy costs about one round trip to L2 per four units, not one per value.
+  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * (x_dtype ? 2 : 4) % 16 == 0);
+  const int units = MB * S * (CHUNK / 8);
+  for (int base = 0; base < units; base += 4 * GP_THREADS) {
+    float v[4][8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
+      load8_as_f32(x, (long long)m * ldx + k, x_dtype, x_vec, u < units && m < M ? K - k : 0, v[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
+      if (u >= units) break;
+      float* dst = xs + m * S * XS + (k / CHUNK) * XS + k % CHUNK;
+      *reinterpret_cast<float4*>(dst) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+      *reinterpret_cast<float4*>(dst + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+    }
   }
 
   const int r = tid % G, s = tid / G;
@@ -246,7 +287,7 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
       const unsigned char* stage = mine + (st % STAGES_) * GP_THREADS * ROW_B;
 #pragma unroll
       for (int c = 0; c < VPT; ++c) {
-        const uint4 q = *reinterpret_cast<const uint4*>(stage + c * 16);
+        const uint4 q = *reinterpret_cast<const uint4*>(stage + (c ^ (tid % SW)) * 16);
         const unsigned words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
@@ -290,30 +331,37 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
   cp_wait<0>();
 }
 
-// Prefill: a 128 x 128 output tile per program, 256 threads as 4 x 2 warps of 32 x 64 outputs
-// (lanes 4 x 8), each thread 8 x 8 outputs as 2 x 2 quads held in registers, so a warp's fragment
-// reads touch 64 + 128 bytes of shared memory per k. x tiles ([BK, 128] of the k-major fp32 copy,
-// xt [K, ldx]) go straight to shared memory through an NS-stage cp.async pipeline; weight tiles
-// ([N, K] 16-bit) go through registers (upcast when stored), double-buffered. Each output is one
-// __fmaf_rn chain per chunk over k in order. Without SPLIT a program walks every chunk and adds
-// each chain into the thread's running total (shared memory) at the chunk's end; with SPLIT,
-// program z computes chunk z alone and writes its partial [S, M, N] for repro_combine (more
-// programs when the tiles alone would not fill the GPU). Past the chunk's end x is zero-filled and
-// the weight is -0.0, so padded products are -0.0 (neutral).
-template <int BK, int NS, int MINB, bool SPLIT, bool FP16>
-__global__ void __launch_bounds__(256, MINB) repro_sgemm(
+// Prefill: a 128 x 128 output tile per program, 16384 / (TM * 8) threads, each TM x 8 outputs held
+// in registers as (TM / 4) x 2 quads: lanes 4 x 8, warps WM x 2 of 4*TM x 64 outputs, so a warp's
+// fragment reads touch 64 + 128 bytes of shared memory per k. TM = 8 (256 threads) or 16 (128
+// threads, twice the FMAs per shared-memory read, fewer warps). x tiles ([BK, 128] of the k-major
+// fp32 copy, xt [K, ldx]) go straight to shared memory through an NS-stage cp.async pipeline;
+// weight tiles ([N, K] 16-bit) are copied one tile ahead by cp.async and upcast into a
+// double-buffered fp32 tile by the thread that copied them. Each output is one __fmaf_rn chain
+// per chunk over k in order. Without SPLIT a program walks every chunk and adds each chain into
+// the thread's running total (shared memory) at the chunk's end;
+// with SPLIT, program z computes chunk z alone and writes its partial [S, M, N] for repro_combine
+// (more programs when the tiles alone would not fill the GPU). Past the chunk's end x is
+// zero-filled and the weight is -0.0, so padded products are -0.0 (neutral).
+template <int TM, int BK, int NS, int MINB, bool SPLIT, bool FP16>
+__global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
     const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, float* __restrict__ partial,
     int M, int N, int K) {
+  constexpr int THREADS = 16384 / (TM * 8);
+  constexpr int WM = 128 / (4 * TM);             // warps along m
   constexpr int BV = BK * 16;                    // 16-byte weight vectors per tile
-  constexpr int BVT = (BV + 255) / 256;          // per thread
+  constexpr int BVT = (BV + THREADS - 1) / THREADS;  // per thread
+  static_assert(BK * 32 % THREADS == 0, "x tile copies must divide evenly over the threads");
+  static_assert(NS >= 3, "tile it + 1's x stage must be older than the newest one");
   extern __shared__ __align__(16) float sm[];
   float* As = sm;                                // [NS][BK][128]
   float* Bs = As + NS * BK * 128;                // [2][BK][128]
-  float* totals = Bs + 2 * BK * 128;             // [64][256], without SPLIT
+  unsigned short* Braw = reinterpret_cast<unsigned short*>(Bs + 2 * BK * 128);  // [BV][8], 16-bit as loaded
+  float* totals = reinterpret_cast<float*>(Braw + BV * 8);  // [TM * 8][THREADS], without SPLIT
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int am = (warp % 4) * 32 + (lane / 8) * 4;   // rows am + q*16 + i
-  const int bnn = (warp / 4) * 64 + (lane % 8) * 4;  // columns bnn + q*32 + j
+  const int am = (warp % WM) * 4 * TM + (lane / 8) * 4;  // rows am + q*16 + i
+  const int bnn = (warp / WM) * 64 + (lane % 8) * 4;     // columns bnn + q*32 + j
   const int m0 = blockIdx.x * 128, n0 = blockIdx.y * 128;
   const int kbeg = SPLIT ? blockIdx.z * CHUNK : 0;
   const int kend = SPLIT ? min(K, kbeg + CHUNK) : K;
@@ -323,77 +371,96 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
     if (it < ntiles) {
       float* dst = As + (it % NS) * BK * 128;
 #pragma unroll
-      for (int j = 0; j < BK / 8; ++j) {
-        const int v = tid + j * 256, kk = v / 32, c = v % 32, k = kbeg + it * BK + kk;
+      for (int j = 0; j < BK * 32 / THREADS; ++j) {
+        const int v = tid + j * THREADS, kk = v / 32, c = v % 32, k = kbeg + it * BK + kk;
         const int bytes = k < kend ? 16 : 0;
         cp_async16(smem_u32(dst + kk * 128 + c * 4), bytes ? xt + (size_t)k * ldx + m0 + c * 4 : xt, bytes);
       }
     }
     cp_commit();
   };
-  uint4 rb[BVT];
-  auto load_b = [&](int it) {
+  // Weight vector v of a tile: row v / (BK / 8), k offset (v % (BK / 8)) * 8, so neighbouring
+  // threads copy neighbouring 16 bytes of a row. Each thread copies its vectors into its own slots
+  // of Braw and later upcasts them itself: no barrier between the copy and the upcast, and no
+  // registers held across the tile's FMAs for a load the compiler would otherwise sink behind them.
+  auto issue_b = [&](int it) {
+    if (it < ntiles) {
 #pragma unroll
-    for (int j = 0; j < BVT; ++j) {
-      const int v = tid + j * 256;
-      const int n = min(n0 + v % 128, N - 1), k = kbeg + it * BK + (v / 128) * 8;
-      rb[j] = (v < BV && k < kend) ? *reinterpret_cast<const uint4*>(w + (size_t)n * ldw + k)
-                                : make_uint4(0x80008000u, 0x80008000u, 0x80008000u, 0x80008000u);
+      for (int j = 0; j < BVT; ++j) {
+        const int v = tid + j * THREADS;
+        if (v >= BV) break;
+        const int n = min(n0 + v / (BK / 8), N - 1), k = kbeg + it * BK + (v % (BK / 8)) * 8;
+        const int bytes = k < kend ? 16 : 0;
+        cp_async16(smem_u32(Braw + v * 8), bytes ? w + (size_t)n * ldw + k : w, bytes);
+      }
     }
+    cp_commit();
   };
-  auto store_b = [&](int buf) {
+  // Upcast tile it's weights into B buffer buf, k-major; past the chunk's end -0.0 (K % 8 == 0, so
+  // a vector is wholly inside or wholly past it).
+  auto convert_b = [&](int buf, int it) {
 #pragma unroll
     for (int j = 0; j < BVT; ++j) {
-      const int v = tid + j * 256;
+      const int v = tid + j * THREADS;
       if (v >= BV) break;
-      float* dst = Bs + buf * BK * 128 + (v / 128) * 8 * 128 + v % 128;
-      const unsigned words[4] = {rb[j].x, rb[j].y, rb[j].z, rb[j].w};
+      const int kv = v % (BK / 8);
+      float* dst = Bs + buf * BK * 128 + kv * 8 * 128 + v / (BK / 8);
+      if (kbeg + it * BK + kv * 8 < kend) {
+        const uint4 q = *reinterpret_cast<const uint4*>(Braw + v * 8);
+        const unsigned words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e * 128] = (e & 1) ? hi16(words[e >> 1], FP16) : lo16(words[e >> 1], FP16);
+        for (int e = 0; e < 8; ++e) dst[e * 128] = (e & 1) ? hi16(words[e >> 1], FP16) : lo16(words[e >> 1], FP16);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e * 128] = -0.0f;
+      }
     }
   };
 
-  float acc[8][8];
+  float acc[TM][8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
   if (!SPLIT)
-    for (int i = 0; i < 64; ++i) totals[i * 256 + tid] = -0.0f;
+    for (int i = 0; i < TM * 8; ++i) totals[i * THREADS + tid] = -0.0f;
 
 #pragma unroll
   for (int st = 0; st < NS - 1; ++st) issue_a(st);
-  load_b(0);
-  store_b(0);
-  cp_wait<NS - 2>();
+  issue_b(0);
+  cp_wait<0>();
+  convert_b(0, 0);
   __syncthreads();
   for (int it = 0; it < ntiles; ++it) {
+    issue_b(it + 1);
     issue_a(it + NS - 1);  // the stage it overwrites was last read in iteration it - 1
-    if (it + 1 < ntiles) load_b(it + 1);
     const float* A = As + (it % NS) * BK * 128;
     const float* B = Bs + (it & 1) * BK * 128;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      const float4 a0 = *reinterpret_cast<const float4*>(A + k * 128 + am);
-      const float4 a1 = *reinterpret_cast<const float4*>(A + k * 128 + am + 16);
+      float a[TM];
+#pragma unroll
+      for (int q = 0; q < TM / 4; ++q) {
+        const float4 aq = *reinterpret_cast<const float4*>(A + k * 128 + am + q * 16);
+        a[q * 4] = aq.x; a[q * 4 + 1] = aq.y; a[q * 4 + 2] = aq.z; a[q * 4 + 3] = aq.w;
+      }
       const float4 b0 = *reinterpret_cast<const float4*>(B + k * 128 + bnn);
       const float4 b1 = *reinterpret_cast<const float4*>(B + k * 128 + bnn + 32);
-      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
       const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
     }
-    if (it + 1 < ntiles) store_b((it + 1) & 1);
-    cp_wait<NS - 2>();
+    cp_wait<1>();  // all but the newest x stage: tile it + 1's weights and x are in
+    if (it + 1 < ntiles) convert_b((it + 1) & 1, it + 1);
     __syncthreads();
     if (!SPLIT && ((it + 1) % (CHUNK / BK) == 0 || it + 1 == ntiles)) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          float* t = &totals[(i * 8 + j) * 256 + tid];
+          float* t = &totals[(i * 8 + j) * THREADS + tid];
           *t = __fadd_rn(*t, acc[i][j]);
           acc[i][j] = 0.0f;
         }
@@ -404,7 +471,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
   if (SPLIT) {
     float* p = partial + (size_t)blockIdx.z * M * N;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
+    for (int i = 0; i < TM; ++i) {
       const int m = m0 + am + (i >> 2) * 16 + (i & 3);
       if (m >= M) continue;
 #pragma unroll
@@ -416,7 +483,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
     return;
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < TM; ++i) {
     const int m = m0 + am + (i >> 2) * 16 + (i & 3);
     if (m >= M) continue;
 #pragma unroll
@@ -425,7 +492,7 @@ __global__ void __launch_bounds__(256, MINB) repro_sgemm(
       float v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        float y = totals[(i * 8 + h * 4 + j) * 256 + tid];
+        float y = totals[(i * 8 + h * 4 + j) * THREADS + tid];
         if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
         v[j] = canonical(y);
       }
