@@ -64,7 +64,10 @@ def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
     missing = [r for r in ranks if r.final is None]
     if missing:
         stuck = ", ".join(f"rank {r.rank}" for r in missing)
-        reason = f"time limit reached; {stuck} did not finish (last stage: {missing[0].last_stage}); a hang or deadlock"
+        reason = (
+            f"time limit reached; {stuck} did not finish (last stage: {missing[0].last_stage}): "
+            "too slow for the limit, or a hang or deadlock"
+        )
         return "timeout", reason, missing[0].rank, ""
     return "correct", "", None, ""
 

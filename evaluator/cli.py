@@ -39,11 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--world-size", type=int, default=2)
     run.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
     run.add_argument("--hardware", help="roofline profile (h100, h200, b200); detected on GPUs")
-    run.add_argument("--shape", action="append", dest="shapes", help="shape name (repeatable); default: all")
+    run.add_argument(
+        "--shape", action="append", dest="shapes",
+        help="shape name (repeatable); default: all, in cpu mode the problem's default shape",
+    )  # fmt: skip
     run.add_argument("--dims", type=_dims, help="a custom shape, e.g. M=64,N=128 (or M,N for --pkb-root)")
-    run.add_argument("--warmup", type=int, default=500)
-    run.add_argument("--iters", type=int, default=100)
-    run.add_argument("--trials", type=int, default=5)
+    run.add_argument("--warmup", type=int, help="warm-up calls per side; default 500, in cpu mode 3")
+    run.add_argument("--iters", type=int, help="timed calls per side; default 100, in cpu mode 10")
+    run.add_argument("--trials", type=int, help="correctness trials per shape; default 5, in cpu mode 3")
     run.add_argument("--timeout", type=float, default=600.0, help="hard limit for the whole evaluation, seconds")
     run.add_argument("--pkb-root", help="a ParallelKernelBench checkout to take the problem from")
     run.add_argument("--json", type=Path, help="write the result document here")
@@ -64,19 +67,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def request_from_args(args, code: str, console: Console):
+    """The evaluation the command line asks for; in cpu mode, what it leaves unset comes from
+    CPU_DEFAULTS, as on the platform's CPU workers."""
+    import tasks
+    from evaluator.launch import CPU_DEFAULTS, EvaluationRequest
+
+    settings = {"warmup": args.warmup, "iters": args.iters, "trials": args.trials}
+    shapes = args.shapes
+    if args.mode == "cpu":
+        settings = {k: CPU_DEFAULTS[k] if v is None else v for k, v in settings.items()}
+        if shapes is None and args.dims is None and not args.pkb_root:
+            shapes = [tasks.get(args.problem).default_shape.name]
+            if not args.quiet:
+                console.print(f"cpu mode: shape {shapes[0]} only, {settings['iters']} timed calls (--shape, --iters for more)")
+    settings = {k: v for k, v in settings.items() if v is not None}
+    return EvaluationRequest(
+        problem=args.problem, solution_code=code, world_size=args.world_size, mode=args.mode,
+        hardware=args.hardware, shapes=shapes, dims=args.dims, timeout_s=args.timeout, pkb_root=args.pkb_root,
+        **settings,
+    )
+
+
 def cmd_run(args, console: Console) -> int:
-    from evaluator.launch import EvaluationRequest, EvaluatorError, evaluate
+    from evaluator.launch import EvaluatorError, evaluate
 
     try:
         code = args.solution.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         console.print(f"[red]cannot read {args.solution}: {exc}")
         return EXIT_USAGE
-    req = EvaluationRequest(
-        problem=args.problem, solution_code=code, world_size=args.world_size, mode=args.mode,
-        hardware=args.hardware, shapes=args.shapes, dims=args.dims, warmup=args.warmup, iters=args.iters,
-        trials=args.trials, timeout_s=args.timeout, pkb_root=args.pkb_root,
-    )
+    try:
+        req = request_from_args(args, code, console)
+    except KeyError as exc:
+        console.print(f"[red]{exc}")
+        return EXIT_USAGE
     try:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                       console=console, transient=True, disable=args.quiet) as bar:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from evaluator.launch import CPU_DEFAULTS
 from evaluator.worker import (
     broker_url,
     common_settings,
@@ -42,8 +43,8 @@ def _optional_int(name: str, default: int | None) -> int | None:
 PKB_BROKER_URL = broker_url()
 PKB_BROKER_DIR = default_broker_dir()
 
-# How evaluations run. The cpu mode proves the pipeline, not speed: fewer iterations and, unless
-# PKB_CPU_EVAL_SHAPES=all, the default shape only (the largest shapes take minutes on CPU ranks).
+# How evaluations run. The cpu mode proves the pipeline, not speed: the evaluator's CPU_DEFAULTS
+# (few iterations; unless PKB_CPU_EVAL_SHAPES=all, the default shape only).
 PKB_EVAL_TIMEOUT_S = _number("PKB_EVAL_TIMEOUT_S", 900.0)
 PKB_EVAL_SLACK_S = _number("PKB_EVAL_SLACK_S", 120.0)
 PKB_EVAL_SETTINGS = {
@@ -54,10 +55,10 @@ PKB_EVAL_SETTINGS = {
         "shapes": "all",
     },
     "cpu": {
-        "warmup": _optional_int("PKB_CPU_EVAL_WARMUP", 3),
-        "iters": _optional_int("PKB_CPU_EVAL_ITERS", 10),
-        "trials": _optional_int("PKB_CPU_EVAL_TRIALS", 3),
-        "shapes": os.environ.get("PKB_CPU_EVAL_SHAPES", "default").strip() or "default",
+        "warmup": _optional_int("PKB_CPU_EVAL_WARMUP", CPU_DEFAULTS["warmup"]),
+        "iters": _optional_int("PKB_CPU_EVAL_ITERS", CPU_DEFAULTS["iters"]),
+        "trials": _optional_int("PKB_CPU_EVAL_TRIALS", CPU_DEFAULTS["trials"]),
+        "shapes": os.environ.get("PKB_CPU_EVAL_SHAPES", "").strip() or CPU_DEFAULTS["shapes"],
     },
 }
 PKB_EVAL_SETTINGS["shared-gpu"] = PKB_EVAL_SETTINGS["cpu"] | {"shapes": "all"}

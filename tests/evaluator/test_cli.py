@@ -36,6 +36,22 @@ def test_failed_solution_exits_1(tmp_path):
     assert "incorrect" in out.stdout and "rank 1" in out.stdout
 
 
+def test_cpu_mode_defaults_to_the_default_shape_and_few_calls(tmp_path):
+    import tasks
+    from evaluator.launch import CPU_DEFAULTS
+
+    out = cli("run", "--problem", "allgather", "--solution", str(ROOT / "tasks" / "allgather" / "reference.py"),
+              "--json", str(tmp_path / "result.json"))  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    default = tasks.get("allgather").default_shape.name
+    assert f"cpu mode: shape {default} only" in out.stdout
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert [s["name"] for s in doc["shapes"]] == [default]
+    assert {k: doc["settings"][k] for k in ("warmup", "iters", "trials")} == {
+        k: CPU_DEFAULTS[k] for k in ("warmup", "iters", "trials")
+    }
+
+
 def test_usage_errors_exit_2(tmp_path):
     assert cli("run", "--problem", "no_such_problem", "--solution", str(SOLUTIONS / "zeros.py")).returncode == 2
     assert cli("run", "--problem", "allgather", "--solution", str(tmp_path / "missing.py")).returncode == 2
