@@ -18,37 +18,34 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tasks.reproducible import cuda_kernels as ck  # noqa: E402
 
-SGEMM_VARIANT = None  # --sgemm-variant
 
-
-CALLS = {
-    "sgemm": lambda x, w: ck.sgemm(x, w, None, variant=SGEMM_VARIANT),
-    "sgemm_split": lambda x, w: ck.sgemm(x, w, None, split=True, variant=SGEMM_VARIANT),
-    "gemv": lambda x, w: ck.gemv(x, w, None),
-    "gemv_persistent": lambda x, w: ck.gemv_persistent(x, w, None),
-    "cublas_sgemm": lambda x, w: F.linear(x.float(), w.float()),
-    "cublas_bf16": lambda x, w: F.linear(x, w),
-}
+def calls(sgemm_variant: tuple | None = None) -> dict:
+    return {
+        "sgemm": lambda x, w: ck.sgemm(x, w, None, variant=sgemm_variant),
+        "sgemm_split": lambda x, w: ck.sgemm(x, w, None, split=True, variant=sgemm_variant),
+        "gemv": lambda x, w: ck.gemv(x, w, None),
+        "gemv_persistent": lambda x, w: ck.gemv_persistent(x, w, None),
+        "cublas_sgemm": lambda x, w: F.linear(x.float(), w.float()),
+        "cublas_bf16": lambda x, w: F.linear(x, w),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kernels", default="sgemm,cublas_sgemm", help=f"comma-separated, of {sorted(CALLS)}")
+    parser.add_argument("--kernels", default="sgemm,cublas_sgemm", help=f"comma-separated, of {sorted(calls())}")
     parser.add_argument("--m", type=int, default=4096)
     parser.add_argument("--n", type=int, default=4096)
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--sgemm-variant", help="rows per thread, k per tile, stages, programs per SM: 16,16,4,2")
     args = parser.parse_args()
-    if args.sgemm_variant:
-        global SGEMM_VARIANT
-        SGEMM_VARIANT = tuple(int(v) for v in args.sgemm_variant.split(","))
+    chosen = calls(tuple(int(v) for v in args.sgemm_variant.split(",")) if args.sgemm_variant else None)
     torch.backends.cuda.matmul.allow_tf32 = False
     x = torch.randn(args.m, args.k, device="cuda").to(torch.bfloat16)
     w = (torch.randn(args.n, args.k, device="cuda") * args.k**-0.5).to(torch.bfloat16)
     for name in args.kernels.split(","):
         # cuBLAS's SGEMM gets its fp32 operands outside the profiled call, as a resident model would.
         xi, wi = (x.float(), w.float()) if name == "cublas_sgemm" else (x, w)
-        CALLS[name](xi, wi)
+        chosen[name](xi, wi)
         torch.cuda.synchronize()
         print(f"{name}: called at M={args.m} N={args.n} K={args.k}", flush=True)
 

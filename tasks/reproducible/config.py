@@ -101,14 +101,16 @@ DEFAULTS: dict[str, LaunchConfig] = {
 TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
 
 # One row of x with K up to this: the persistent GEMV, one launch instead of the row-block GEMV's
-# two or three. At M = 1 it was faster at every layer shape up to K = 14336 (N = 4096 to 128256),
-# slower at K = 18944 (its x then fills a third of shared memory) and at M = 4 (bench/NOTES.md).
+# two or three. At M = 1 it was faster at every layer shape up to K = 14336 (N = 4096 to 128256)
+# and slower at K = 18944 (its x then fills a third of shared memory). At M = 4 it won on the one
+# shape measured; not enough to take it there (bench/NOTES.md).
 PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
 PERSISTENT_GEMV_MAX_K = 16384
 
 # Prefill with fewer 128 x 128 output tiles than this (fewer than one per SM of an H200): one
 # program per (tile, chunk) and a combine. At 32 and 64 tiles that was 2x to 4x faster than whole
-# tiles; from 128 tiles (M = 512) on, whole tiles were 3% to 7% faster (bench/NOTES.md).
+# tiles; at 128 and 592 tiles (M = 512) whole tiles were 3% to 7% faster, at 448 about 3% slower
+# (bench/NOTES.md).
 # The partials take S x M x N fp32 values: split only while that stays within this many bytes.
 SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
 SPLIT_SGEMM_BELOW_TILES = 128

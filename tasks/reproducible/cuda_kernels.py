@@ -41,7 +41,8 @@ SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__
 # per thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM.
 ROW_BLOCK_VARIANTS = {1: (1, 64, 4), 2: (1, 64, 4), 4: (1, 64, 4), 8: (2, 32, 4), 16: (2, 32, 4)}
 # Persistent GEMV (M <= 4; config.py says where it is used): (k per stage, stages, programs per SM);
-# the wide variant's longer stages won from N = 14336 up wherever x left them room (K <= 4608).
+# the wide variant's longer stages won from N = 14336 up wherever x leaves them room (one row of
+# x and K up to 8192).
 PERSISTENT_MB = (1, 2, 4)
 PERSISTENT_VARIANT = (64, 4, 1)
 PERSISTENT_WIDE_VARIANT = (128, 3, 1)

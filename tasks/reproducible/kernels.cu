@@ -339,10 +339,10 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
 // weight tiles ([N, K] 16-bit) are copied one tile ahead by cp.async and upcast into a
 // double-buffered fp32 tile by the thread that copied them. Each output is one __fmaf_rn chain
 // per chunk over k in order. Without SPLIT a program walks every chunk and adds each chain into
-// the thread's running total (shared memory) at the chunk's end;
-// with SPLIT, program z computes chunk z alone and writes its partial [S, M, N] for repro_combine
-// (more programs when the tiles alone would not fill the GPU). Past the chunk's end x is
-// zero-filled and the weight is -0.0, so padded products are -0.0 (neutral).
+// the thread's running total (shared memory) at the chunk's end; with SPLIT, program z computes
+// chunk z alone and writes its partial [S, M, N] for repro_combine (more programs when the tiles
+// alone would not fill the GPU). Past the chunk's end x is zero-filled and the weight is -0.0, so
+// padded products are -0.0 (neutral).
 template <int TM, int BK, int NS, int MINB, bool SPLIT, bool FP16>
 __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
     const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
