@@ -200,6 +200,8 @@ def gemv_persistent(
     _require_gemv_weight(weight)
     m, k = x.shape
     n = weight.shape[0]
+    if m > PERSISTENT_MB[-1]:
+        raise ValueError(f"the persistent GEMV takes at most {PERSISTENT_MB[-1]} rows of x, got {m}")
     mb = mb or next(r for r in PERSISTENT_MB if r >= m)
     if variant is None:
         wide = n >= PERSISTENT_WIDE_FROM_N and gemv_persistent_fits(mb, k, PERSISTENT_WIDE_VARIANT)
