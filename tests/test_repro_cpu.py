@@ -496,6 +496,13 @@ def test_launchers_pass_as_many_parameters_as_each_kernel_takes():
         assert match.group(1).count(",") + 1 == count, (name, match.group(1))
 
 
+def test_persistent_gemv_refuses_more_rows_than_it_holds():
+    from tasks.reproducible import cuda_kernels
+
+    with pytest.raises(ValueError, match="at most 4 rows"):
+        cuda_kernels.gemv_persistent(torch.zeros(5, 64), torch.zeros(32, 64, dtype=torch.bfloat16), None)
+
+
 # --- PTX audit without a GPU: Triton compiles for sm_90 on any machine ---------------------------
 
 
