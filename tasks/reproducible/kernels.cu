@@ -468,20 +468,8 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
   }
   cp_wait<0>();
 
-  if (SPLIT) {
-    float* p = partial + (size_t)blockIdx.z * M * N;
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int m = m0 + am + (i >> 2) * 16 + (i & 3);
-      if (m >= M) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int n = n0 + bnn + h * 32;
-        store_row4(p + (size_t)m * N + n, &acc[i][h * 4], n, N);
-      }
-    }
-    return;
-  }
+  // With SPLIT, this chunk's chains go to its partial; otherwise the running totals, plus the bias.
+  float* dst = SPLIT ? partial + (size_t)blockIdx.z * M * N : out;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
     const int m = m0 + am + (i >> 2) * 16 + (i & 3);
@@ -492,11 +480,15 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
       float v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        float y = totals[(i * 8 + h * 4 + j) * THREADS + tid];
-        if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
-        v[j] = canonical(y);
+        if (SPLIT) {
+          v[j] = acc[i][h * 4 + j];
+        } else {
+          float y = totals[(i * 8 + h * 4 + j) * THREADS + tid];
+          if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
+          v[j] = canonical(y);
+        }
       }
-      store_row4(out + (size_t)m * N + n, v, n, N);
+      store_row4(dst + (size_t)m * N + n, v, n, N);
     }
   }
 }
