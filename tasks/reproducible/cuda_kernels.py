@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from tasks.reproducible import cuda_rtc
-from tasks.reproducible.config import CHUNK, GEMV_ROWS
+from tasks.reproducible.config import CHUNK, GEMV_ROWS, split_count
 
 NVRTC_OPTIONS = ["-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true"]
 
@@ -131,7 +131,7 @@ def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int
 
 def gemv_persistent_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> int:
     kt, stages, _ = variant
-    s = (k + CHUNK - 1) // CHUNK
+    s = split_count(k)
     group = PERSISTENT_THREADS // s
     return stages * PERSISTENT_THREADS * kt * 2 + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
 
@@ -178,7 +178,7 @@ def gemv_persistent_fits(m: int, k: int, variant: tuple[int, int, int] = PERSIST
 def persistent_group(n: int, k: int, programs: int, full: bool = False) -> int:
     """Rows per group of the persistent GEMV: each program's rows in equal groups of at most
     256 / S rows (S chunks), so its last group is not a nearly empty one; `full`: always the most."""
-    most = PERSISTENT_THREADS // ((k + CHUNK - 1) // CHUNK)
+    most = PERSISTENT_THREADS // split_count(k)
     if full:
         return most
     rows = -(-n // programs)
@@ -231,7 +231,7 @@ def gemv_batched(
     xf = x if (x.dtype == torch.float32 and x.stride(2) == 1) else x.float().contiguous()
     ldx = xf.stride(1) if m > 1 else k
     x_batch = xf.stride(0) if bsz > 1 else 0
-    s = (k + CHUNK - 1) // CHUNK
+    s = split_count(k)
     mb = next(r for r in GEMV_ROWS if r >= min(m, GEMV_ROWS[-1]))
     variant = variant or ROW_BLOCK_VARIANTS[mb]
     mblocks = (m + mb - 1) // mb
@@ -281,7 +281,7 @@ def sgemm(
     xt = torch.empty((k, mp), dtype=torch.float32, device=dev)  # columns past M are never stored
     xt[:, :m].copy_(x.t())
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    chunks = (k + CHUNK - 1) // CHUNK if split else 1
+    chunks = split_count(k) if split else 1
     partial = torch.empty((1, chunks, m, n), dtype=torch.float32, device=dev) if split else out
     b = _as_kernel_input(bias.to(dev)) if bias is not None and not split else None
     grid = (mp // SGEMM_TILE, (n + SGEMM_TILE - 1) // SGEMM_TILE, chunks)
