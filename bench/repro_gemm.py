@@ -53,7 +53,7 @@ ROW_BLOCK_SWEEP = {
     "few": [(1, 64, 4), (1, 128, 3), (1, 128, 4), (1, 256, 2), (1, 256, 3)],
     "many": [(2, 32, 4), (2, 64, 3), (1, 64, 4)],
 }
-PERSISTENT_SWEEP = [(64, 4, 1), (64, 5, 1), (64, 6, 1), (128, 3, 1), (32, 8, 1)]
+PERSISTENT_SWEEP = [(8, 1), (6, 1), (4, 1), (3, 1), (2, 1), (4, 2)]
 GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 128256, 1), (3584, 18944, 1),
                     (18944, 3584, 1), (4096, 14336, 4), (4096, 14336, 16), (4096, 4096, 16)]  # fmt: skip
 SGEMM_SWEEP = [(8, 16, 3, 2), (8, 16, 4, 2), (8, 16, 5, 2), (8, 32, 3, 2), (8, 32, 4, 2), (16, 16, 4, 2)]
@@ -117,7 +117,7 @@ def weight_copies(n: int, k: int, dev) -> list[torch.Tensor]:
     return [wb] + [wb.clone() for _ in range(max(1, -(-3 * L2_BYTES // (n * k * 2))) - 1)]
 
 
-def variant_call(kind: str, v: tuple, x: torch.Tensor):
+def variant_call(kind: str, v: tuple, x: torch.Tensor, n: int):
     """weight -> output of one kernel variant for this x; None where the variant cannot run."""
     from tasks.reproducible import cuda_kernels as ck
 
@@ -131,10 +131,10 @@ def variant_call(kind: str, v: tuple, x: torch.Tensor):
         if ck.gemv_smem_bytes(mb, v) > ck.max_dynamic_smem():
             return None
         return lambda w: ck.gemv(x, w, None, variant=v)
-    if kind in ("persistent", "persistent-full"):
-        if not ck.gemv_persistent_fits(m, k, v):
+    if kind == "persistent":
+        if not ck.gemv_persistent_fits(m, n, k, v):
             return None
-        return lambda w: ck.gemv_persistent(x, w, None, variant=v, full_groups=kind == "persistent-full")
+        return lambda w: ck.gemv_persistent(x, w, None, variant=v)
     return lambda w: ck.sgemm(x, w, None, split=kind == "sgemm-split", variant=v)
 
 
@@ -152,7 +152,6 @@ def sweep(dev, gen: torch.Generator, bw: float, part: str = "all") -> list[dict]
         jobs += [("cublas_bf16", k, n, m, ())]
         jobs += [("row-block", k, n, m, v) for v in ROW_BLOCK_SWEEP["few" if m <= 4 else "many"]]
         jobs += [("persistent", k, n, m, v) for v in PERSISTENT_SWEEP if m <= 4]
-        jobs += [("persistent-full", k, n, m, PERSISTENT_SWEEP[0])] if m <= 4 else []
     for k, n, m in SGEMM_SWEEP_CASES if part in ("all", "sgemm") else []:
         jobs += [("layercast", k, n, m, ())]
         jobs += [(kind, k, n, m, v) for v in SGEMM_SWEEP for kind in ("sgemm", "sgemm-split")]
@@ -164,7 +163,7 @@ def sweep(dev, gen: torch.Generator, bw: float, part: str = "all") -> list[dict]
             x = torch.randn(m, k, device=dev).to(torch.bfloat16)
             base = reproducible_matmul(x, copies[0])
             base_ok, sample = check_bitwise(x, copies[0], base, gen)  # every variant is compared with base
-        fn = variant_call(kind, v, x)
+        fn = variant_call(kind, v, x, n)
         if fn is None:
             continue
         try:

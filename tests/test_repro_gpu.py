@@ -124,7 +124,7 @@ def test_special_values():
 
 
 # Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
-PERSISTENT_VARIANTS = [(64, 4, 1), (32, 6, 1), (64, 6, 1), (32, 4, 2), (128, 3, 1), (128, 2, 1)]
+PERSISTENT_VARIANTS = [(8, 1), (4, 1), (3, 1), (2, 1), (4, 2), (2, 2)]  # (most slots, programs per SM)
 ROW_BLOCK_VARIANTS = [(1, 64, 4), (1, 128, 3), (1, 256, 2), (2, 32, 4), (2, 64, 3)]
 SGEMM_VARIANTS = [(8, 16, 3, 2), (8, 8, 4, 2), (8, 32, 4, 2), (16, 16, 3, 2), (16, 8, 4, 2)]
 
@@ -142,7 +142,7 @@ def _every_cuda_kernel(x, w, b, what):
     checked = 0
     for mb in (r for r in ck.PERSISTENT_MB if r >= m):
         for v in PERSISTENT_VARIANTS:
-            if ck.gemv_persistent_smem_bytes(mb, k, v) <= ck.max_dynamic_smem():
+            if ck.gemv_persistent_fits(mb, w.shape[0], k, v):
                 assert_same_bits(ck.gemv_persistent(xc, wc, bc, mb, v), want, f"{what} persistent gemv MB={mb} {v}")
                 checked += 1
     if m <= 16:
@@ -170,6 +170,35 @@ def test_every_cuda_kernel_variant_matches_the_emulation():
     xb, wb = special_values(k=1096)  # rows 16-byte aligned; K % 16 == 8 leaves the SGEMM a partial tile
     for rows in (slice(0, 1), slice(0, 4), slice(2, 6), slice(0, 6)):
         _every_cuda_kernel(xb[rows], wb, None, f"special values rows {rows}")
+
+
+def test_persistent_gemv_static_shared_memory_is_budgeted():
+    from tasks.reproducible import cuda_kernels as ck
+    from tasks.reproducible import cuda_rtc
+
+    for mb in ck.PERSISTENT_MB:
+        fn = ck.launcher(ck.gemv_persistent_name(mb, False)).fn
+        assert cuda_rtc.static_smem(fn) <= ck.PERSISTENT_STATIC_SMEM
+
+
+def test_gemv_reads_nothing_past_k_of_a_padded_weight():
+    # Rows at a padded stride, K % 8 != 0 (the last 16-byte vector of each row is cut by K), NaN
+    # in the padding: a kernel that used anything past K would return NaN.
+    from tasks.reproducible import cuda_kernels as ck
+
+    m, n, k, ld = 3, 70, 997, 1000
+    x, w, b = random_case(m, n, k, seed=21, bias=True)
+    padded = torch.full((n, ld), math.nan, dtype=w.dtype)
+    padded[:, :k] = w
+    wc = padded.cuda()[:, :k]
+    assert ck.gemv_supports(wc) and wc.stride(0) == ld
+    want = reproducible_matmul_cpu(x, w, b)
+    xc, bc = x.cuda(), b.cuda()
+    for v in (v for v in PERSISTENT_VARIANTS if ck.gemv_persistent_fits(m, n, k, v)):
+        assert_same_bits(ck.gemv_persistent(xc, wc, bc, 0, v), want, f"padded weight, persistent gemv {v}")
+    for v in ROW_BLOCK_VARIANTS:
+        assert_same_bits(ck.gemv(xc, wc, bc, variant=v), want, f"padded weight, row-block gemv {v}")
+    assert_same_bits(reproducible_matmul(xc, wc, bc), want, "padded weight, default path")
 
 
 def test_underflowed_chunks_keep_negative_zero():

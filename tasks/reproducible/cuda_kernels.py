@@ -4,9 +4,10 @@
   a block of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x (fp32 rows) is read in place.
-- `repro_gemv_persistent<MB, KT, STAGES, FP16>`: decode GEMV for up to 4 rows of x in one launch:
-  a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
-  each row's chunk partials in index order itself.
+- `repro_gemv_persistent<MB, FP16>`: decode GEMV for up to 4 rows of x in one launch: a program
+  per SM walks its share of the rows in groups, one thread per (row, chunk), and adds each row's
+  chunk partials in index order itself; one more warp copies the weight in with the tensor-memory
+  accelerator (a tensor map per weight, encoded on the host).
 - `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
   fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
   kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partials for
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -40,14 +42,14 @@ SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__
 # Row-block GEMV, per MB rows of x: (weight rows per thread, k per stage, pipeline stages). Two rows
 # per thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM.
 ROW_BLOCK_VARIANTS = {1: (1, 64, 4), 2: (1, 64, 4), 4: (1, 64, 4), 8: (2, 32, 4), 16: (2, 32, 4)}
-# Persistent GEMV (M <= 4; config.py says where it is used): (k per stage, stages, programs per SM);
-# the wide variant's longer stages won from N = 14336 up wherever x leaves them room (one row of
-# x and K up to 8192).
+# Persistent GEMV (M <= 4; config.py says where it is used): (most weight slots, programs per SM);
+# it takes as many slots (up to the most, and up to 8) as shared memory holds next to x.
 PERSISTENT_MB = (1, 2, 4)
-PERSISTENT_VARIANT = (64, 4, 1)
-PERSISTENT_WIDE_VARIANT = (128, 3, 1)
-PERSISTENT_WIDE_FROM_N = 8192
-PERSISTENT_THREADS = 256
+PERSISTENT_VARIANT = (8, 1)
+PERSISTENT_THREADS = 256  # computing threads; one more warp issues the copies
+PERSISTENT_KT = 64  # k per stage: a 128-byte row of a swizzled copy box
+PERSISTENT_MAX_STAGES = 8
+PERSISTENT_STATIC_SMEM = 2048  # at least its static shared memory (mbarriers, and what the system reserves)
 # Prefill SGEMM: (output rows per thread, k per tile, x pipeline stages, programs per SM).
 SGEMM_VARIANT = (8, 16, 3, 2)
 SGEMM_TILE = 128
@@ -63,9 +65,8 @@ def gemv_name(mb: int, fp16: bool, variant: tuple[int, int, int] | None = None) 
     return f"repro_gemv<{mb}, {r}, {kt}, {stages}, {_b(fp16)}>"
 
 
-def gemv_persistent_name(mb: int, fp16: bool, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> str:
-    kt, stages, _ = variant
-    return f"repro_gemv_persistent<{mb}, {kt}, {stages}, {_b(fp16)}>"
+def gemv_persistent_name(mb: int, fp16: bool) -> str:
+    return f"repro_gemv_persistent<{mb}, {_b(fp16)}>"
 
 
 def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGEMM_VARIANT) -> str:
@@ -79,8 +80,7 @@ _NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 11,
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
-    + [gemv_persistent_name(mb, fp16, v) for v in (PERSISTENT_VARIANT, PERSISTENT_WIDE_VARIANT)
-       for mb in PERSISTENT_MB for fp16 in (False, True)]
+    + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
     + ["repro_combine", "repro_rank_sum"]
 )
@@ -102,7 +102,8 @@ def launcher(name: str) -> cuda_rtc.Launcher:
                 fn = mod.functions[n]
                 cuda_rtc.set_dynamic_smem(fn, max_smem - cuda_rtc.static_smem(fn))
                 family = next(f for f in _NPARAMS if n.startswith(f))
-                _launchers[(dev, n)] = cuda_rtc.Launcher(fn, _NPARAMS[family])
+                structs = {0: cuda_rtc.TENSOR_MAP_BYTES} if family == "repro_gemv_persistent<" else None
+                _launchers[(dev, n)] = cuda_rtc.Launcher(fn, _NPARAMS[family], structs)
         return _launchers[(dev, name)]
 
 
@@ -127,13 +128,6 @@ def ptx() -> str:
 def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int:
     r, kt, stages = variant or ROW_BLOCK_VARIANTS[mb]
     return stages * GEMV_THREADS * r * (kt * 2 + 16) + CHUNK * mb * 4
-
-
-def gemv_persistent_smem_bytes(mb: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> int:
-    kt, stages, _ = variant
-    s = split_count(k)
-    group = PERSISTENT_THREADS // s
-    return stages * PERSISTENT_THREADS * kt * 2 + mb * s * (CHUNK + 4) * 4 + mb * s * group * 4
 
 
 def gemv_supports(weight: torch.Tensor) -> bool:
@@ -167,22 +161,52 @@ def gemv(
     return gemv_batched(x[None], weight[None], bias, variant=variant)[0]
 
 
-def gemv_persistent_fits(m: int, k: int, variant: tuple[int, int, int] = PERSISTENT_VARIANT) -> bool:
-    """Whether the persistent GEMV takes M rows of x with K features (x must fit shared memory)."""
-    if m > PERSISTENT_MB[-1] or k > CHUNK * PERSISTENT_THREADS:
+def gemv_persistent_fits(m: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT) -> bool:
+    """Whether the persistent GEMV takes an (M, N, K) problem (x and two weight slots must fit)."""
+    if m > PERSISTENT_MB[-1]:
         return False
-    mb = next(r for r in PERSISTENT_MB if r >= m)
-    return gemv_persistent_smem_bytes(mb, k, variant) <= max_dynamic_smem()
+    return gemv_persistent_plan(next(r for r in PERSISTENT_MB if r >= m), n, k, variant) is not None
 
 
-def persistent_group(n: int, k: int, programs: int, full: bool = False) -> int:
+def persistent_group(n: int, k: int, programs: int) -> int:
     """Rows per group of the persistent GEMV: each program's rows in equal groups of at most
-    256 / S rows (S chunks), so its last group is not a nearly empty one; `full`: always the most."""
+    256 / S rows (S chunks), so its last group is not a nearly empty one."""
     most = PERSISTENT_THREADS // split_count(k)
-    if full:
-        return most
     rows = -(-n // programs)
     return -(-rows // -(-rows // most))
+
+
+@dataclass(frozen=True)
+class PersistentPlan:
+    """How the persistent GEMV runs one problem: programs, rows per group, weight slots, and the
+    shared memory that takes."""
+
+    programs: int
+    group: int
+    stages: int
+    smem: int
+
+
+def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT) -> PersistentPlan | None:
+    """The launch for MB rows of x, or None where fewer than two weight slots fit next to x."""
+    most_stages, per_sm = variant
+    s = split_count(k)
+    if s > PERSISTENT_THREADS:
+        return None
+    programs = max(1, min(n, _device_limits(torch.cuda.current_device())[0] * per_sm))
+    group = persistent_group(n, k, programs)
+    slot = s * -(-group * 128 // 1024) * 1024  # S boxes of G rows x 128 bytes, each 1024-byte aligned
+    fixed = 1024 + mb * s * (CHUNK + 4) * 4 + 2 * mb * s * group * 4  # alignment, x, partials
+    room = max_dynamic_smem() // per_sm - PERSISTENT_STATIC_SMEM - fixed
+    stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
+    return PersistentPlan(programs, group, stages, fixed + stages * slot) if stages >= 2 else None
+
+
+@functools.lru_cache(maxsize=256)
+def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int) -> bytes:
+    """The persistent GEMV's copy boxes over one weight: G rows x 64 k. A pure function of its
+    arguments (a later tensor at the same address and layout gets the same map), so it is cached."""
+    return cuda_rtc.encode_tensor_map_2d(address, (k, n), row_stride * 2, (PERSISTENT_KT, group))
 
 
 def gemv_persistent(
@@ -191,31 +215,30 @@ def gemv_persistent(
     bias: torch.Tensor | None,
     mb: int = 0,
     variant: tuple | None = None,
-    full_groups: bool = False,
 ) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] and weight [N, K] (gemv_supports, gemv_persistent_fits) in one
     launch, x and bias read in their own dtype; `mb` (row capacity >= M) and `variant` default to
-    the smallest capacity and the chosen variant; `full_groups` (for sweeps): groups of the most
-    rows, as persistent_group says."""
+    the smallest capacity and the chosen variant."""
     _require_gemv_weight(weight)
     m, k = x.shape
     n = weight.shape[0]
     if m > PERSISTENT_MB[-1]:
         raise ValueError(f"the persistent GEMV takes at most {PERSISTENT_MB[-1]} rows of x, got {m}")
     mb = mb or next(r for r in PERSISTENT_MB if r >= m)
-    if variant is None:
-        wide = n >= PERSISTENT_WIDE_FROM_N and gemv_persistent_fits(mb, k, PERSISTENT_WIDE_VARIANT)
-        variant = PERSISTENT_WIDE_VARIANT if wide else PERSISTENT_VARIANT
+    plan = gemv_persistent_plan(mb, n, k, variant or PERSISTENT_VARIANT)
+    if plan is None:
+        raise ValueError(f"the persistent GEMV does not fit shared memory at M={m} (capacity {mb}), K={k}")
     x = _as_kernel_input(x)
     b = _as_kernel_input(bias.to(x.device)) if bias is not None else None
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
-    grid = min(n, _device_limits(torch.cuda.current_device())[0] * variant[2])
-    group = persistent_group(n, k, grid, full_groups)
-    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, variant))(
-        (grid, 1, 1), PERSISTENT_THREADS, gemv_persistent_smem_bytes(mb, k, variant),
-        x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k, weight.data_ptr(),
-        weight.stride(0) if n > 1 else k, b.data_ptr() if b is not None else 0,
-        _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(), m, n, k, group,
+    # One row's stride does not matter; the map needs a multiple of 16 bytes all the same.
+    row_stride = weight.stride(0) if n > 1 else -(-k // 8) * 8
+    wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group)
+    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16))(
+        (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
+        wmap, plan.stages, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k,
+        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(),
+        m, n, k, plan.group,
     )  # fmt: skip
     return out
 

@@ -155,27 +155,58 @@ def _launch_fn():
     return fn
 
 
+# cuTensorMapEncodeTiled's enums (cuda.h).
+TENSOR_MAP_UINT16 = 1
+TENSOR_MAP_SWIZZLE_128B = 3
+TENSOR_MAP_L2_PROMOTION_256B = 3
+TENSOR_MAP_BYTES = 128
+
+
+def encode_tensor_map_2d(address: int, dims: tuple[int, int], row_stride_bytes: int, box: tuple[int, int]) -> bytes:
+    """A CUtensorMap of a row-major [dims[1], dims[0]] matrix of 16-bit values at `address`, whose
+    copies are boxes of box[1] rows x box[0] values, 128-byte swizzled in shared memory; reads
+    outside the matrix return zeros."""
+    cu = _driver()
+    raw = (ctypes.c_uint8 * (2 * TENSOR_MAP_BYTES))()
+    base = ctypes.addressof(raw)
+    aligned = (base + TENSOR_MAP_BYTES - 1) // TENSOR_MAP_BYTES * TENSOR_MAP_BYTES  # the map is 128-byte aligned
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    fn = cu.cuTensorMapEncodeTiled
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, ctypes.POINTER(u64), ctypes.POINTER(u64),
+                   ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    code = fn(aligned, TENSOR_MAP_UINT16, 2, address, (u64 * 2)(*dims), (u64 * 1)(row_stride_bytes), (u32 * 2)(*box),
+              (u32 * 2)(1, 1), 0, TENSOR_MAP_SWIZZLE_128B, TENSOR_MAP_L2_PROMOTION_256B, 0)  # fmt: skip
+    _check_cu(cu, code, "tensor map encoding")
+    return ctypes.string_at(aligned, TENSOR_MAP_BYTES)
+
+
 class Launcher:
     """Launches one kernel with little host overhead: the parameter values live in a fixed
     buffer of 8-byte slots (the driver reads 4 bytes for an int, 8 for a pointer or int64,
-    little-endian), and the pointer array to them is built once."""
+    little-endian), and the pointer array to them is built once. Parameters passed by value as
+    structs (a tensor map) get a buffer of their own and are given as bytes."""
 
-    def __init__(self, fn: ctypes.c_void_p, nparams: int) -> None:
+    def __init__(self, fn: ctypes.c_void_p, nparams: int, struct_params: dict[int, int] | None = None) -> None:
         self.fn = fn
         self.slots = (ctypes.c_uint64 * nparams)()
+        self.structs = {i: (ctypes.c_uint64 * (size // 8))() for i, size in (struct_params or {}).items()}
         base = ctypes.addressof(self.slots)
-        self.params = (ctypes.c_void_p * nparams)(*[base + 8 * i for i in range(nparams)])
+        addresses = [ctypes.addressof(self.structs[i]) if i in self.structs else base + 8 * i for i in range(nparams)]
+        self.params = (ctypes.c_void_p * nparams)(*addresses)
         self.nparams = nparams
         self.lock = threading.Lock()
 
-    def __call__(self, grid: tuple[int, int, int], block: int, smem: int, *values: int) -> None:
+    def __call__(self, grid: tuple[int, int, int], block: int, smem: int, *values: int | bytes) -> None:
         if len(values) != self.nparams:
             raise ValueError(f"kernel takes {self.nparams} parameters, got {len(values)}")
         stream = torch.cuda.current_stream().cuda_stream
         with self.lock:
             slots = self.slots
             for i, v in enumerate(values):
-                slots[i] = v & 0xFFFFFFFFFFFFFFFF
+                if i in self.structs:
+                    ctypes.memmove(self.structs[i], v, ctypes.sizeof(self.structs[i]))
+                else:
+                    slots[i] = v & 0xFFFFFFFFFFFFFFFF
             code = _launch_fn()(self.fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, self.params, None)
         if code != 0:
             _check_cu(_driver(), code, "launch")

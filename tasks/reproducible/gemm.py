@@ -53,7 +53,7 @@ def reproducible_matmul(
         with torch.cuda.device(x.device):
             return reproducible_matmul(x, weight, bias, config=config)
     cfg = config or launch_config(m, n, k)
-    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, k):
+    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k):
         cfg = LaunchConfig("gemv")
     if cfg.kernel in ("gemv", "gemv_persistent") and not _gemv_ok(weight, m):
         cfg = DECODE_TILE

@@ -191,63 +191,86 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
   }
 }
 
+// mbarrier and tensor-copy (TMA, sm_90) helpers for the persistent GEMV.
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };  // a CUtensorMap, encoded on the host
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+// Box (k0, n0) of the tensor map into shared memory at dst, completing on the mbarrier bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int k0, int n0, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(bar) : "memory");
+}
+
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
-// are split evenly over the programs, and each program walks its rows in groups of G = 256 / S
-// rows (S chunks of K). Thread t owns the pair (row t % G, chunk t / G) of the current group and
-// runs its MB fp32 FMA chains over that chunk's k in order; at the group's end the S chunk
+// are split evenly over the programs, and each program walks its rows in groups of G <= 256 / S
+// rows (S chunks of K). Thread t < 256 owns the pair (row t % G, chunk t / G) of the current group
+// and runs its MB fp32 FMA chains over that chunk's k in order; at the group's end the S chunk
 // partials of each row are added in index order by one thread, then the bias: the order of
-// config.py, in one launch, with no partial buffer. Weights stream through shared memory with a
-// cp.async pipeline that runs on across groups (no restart per row block); x, read once in its
-// own dtype, is kept as fp32 in shared memory, -0.0 past K.
+// config.py, in one launch, with no partial buffer. x, read once in its own dtype, is kept as fp32
+// in shared memory, -0.0 past K.
+// Weights: a stage is the next 64 k of every chunk of the group, S boxes of G rows x 128 bytes that
+// one producer thread (warp 8) copies with the tensor-memory accelerator into one of `stages`
+// slots, 128-byte swizzled so that eight rows' 16-byte reads hit eight bank groups. Each slot has a
+// "full" mbarrier (the copies' bytes) and an "empty" one (every computing thread has read it).
+// Past K and past N the copies fill zeros: +0.0 times x's -0.0 adds -0.0, which changes no sum.
 #define GP_THREADS 256
-template <int MB, int KT, int STAGES_, bool FP16>
-__global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
-    const void* __restrict__ x, int x_dtype, long long ldx, const unsigned short* __restrict__ w, long long ldw,
+#define GP_MAX_STAGES 8
+#define GP_KT 64
+template <int MB, bool FP16>
+__global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
+    const __grid_constant__ TensorMap wmap, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
-  constexpr int ROW_B = KT * 2;         // one pair's piece of a stage, unpadded
-  constexpr int TPC = CHUNK / KT;       // pipeline stages per chunk
+  constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
-  constexpr int VPT = KT / 8;           // 16-byte copies per thread per stage
-  // Vector c of pair p's piece is stored at slot c ^ (p % SW): eight neighbouring threads reading
-  // their own pieces then touch eight different bank groups, with no padding between pieces.
-  constexpr int SW = VPT < 8 ? VPT : 8;
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __shared__ __align__(8) unsigned long long full[GP_MAX_STAGES], empty[GP_MAX_STAGES];
   const int S = (K + CHUNK - 1) / CHUNK;
   const int P = G * S;                  // (row, chunk) pairs in a group, <= GP_THREADS
-  unsigned char* ws = smem;                                                          // [STAGES_][P][ROW_B]
-  float* xs = reinterpret_cast<float*>(smem + STAGES_ * GP_THREADS * ROW_B);       // [MB][S][XS]
-  float* red = xs + MB * S * XS;                                                     // [MB][S][G]
+  const int box_b = (G * 128 + 1023) / 1024 * 1024;  // swizzled boxes start 1024-byte aligned
+  const int slot_b = S * box_b;
+  const unsigned ws = (smem_u32(smem_raw) + 1023) & ~1023u;                  // [stages][S][box_b]
+  float* xs = reinterpret_cast<float*>(smem_raw + (ws - smem_u32(smem_raw)) + stages * slot_b);  // [MB][S][XS]
+  float* red = xs + MB * S * XS;                                               // [2][MB][S][G]
   const int tid = threadIdx.x;
   const int row_begin = (int)((long long)N * blockIdx.x / gridDim.x);
   const int row_end = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
   const int nstages = (row_end - row_begin + G - 1) / G * TPC;
 
-  // Copy j of this thread, every stage: 16 bytes of pair cp_p[j] at k offset cp_k[j] in its chunk.
-  int cp_row[VPT], cp_k[VPT];
-  unsigned cp_dst[VPT];
-#pragma unroll
-  for (int j = 0; j < VPT; ++j) {
-    const int v = tid + j * GP_THREADS, p = v / VPT, c = v % VPT;
-    cp_row[j] = p < P ? p % G : -1;
-    cp_k[j] = (p / G) * CHUNK + c * 8;
-    cp_dst[j] = smem_u32(ws + p * ROW_B + (c ^ (p % SW)) * 16);
+  if (tid == 0) {
+    for (int i = 0; i < stages; ++i) {
+      mbar_init(smem_u32(&full[i]), 1);
+      mbar_init(smem_u32(&empty[i]), GP_THREADS);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  auto issue = [&](int st) {
-    if (st < nstages) {
-      const unsigned stage_off = (st % STAGES_) * GP_THREADS * ROW_B;
-      const int n_base = row_begin + (st / TPC) * G, k_off = (st % TPC) * KT;
-#pragma unroll
-      for (int j = 0; j < VPT; ++j) {
-        if (cp_row[j] < 0) continue;
-        const int n = n_base + cp_row[j], k = cp_k[j] + k_off;
-        const int bytes = n < row_end ? max(0, min(16, (K - k) * 2)) : 0;
-        cp_async16(cp_dst[j] + stage_off, bytes ? w + (size_t)n * ldw + k : w, bytes);
+  __syncthreads();
+
+  if (tid >= GP_THREADS) {  // the producer warp: one thread issues every copy
+    if (tid == GP_THREADS) {
+      for (int st = 0; st < nstages; ++st) {
+        const int slot = st % stages, round = st / stages;
+        if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
+        const unsigned bar = smem_u32(&full[slot]);
+        mbar_arrive_expect(bar, S * G * 128);
+        const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
+        for (int c = 0; c < S; ++c) tma_load_2d(ws + slot * slot_b + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
       }
     }
-    cp_commit();
-  };
-#pragma unroll
-  for (int st = 0; st < STAGES_ - 1; ++st) issue(st);
+    return;
+  }
 
   // x into shared memory, eight k per unit: each thread issues the loads of four units before it
   // stores any, so the copy costs about one round trip to L2 per four units, not one per value.
@@ -269,33 +292,33 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
       *reinterpret_cast<float4*>(dst + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
     }
   }
+  asm volatile("bar.sync 1, %0;" :: "n"(GP_THREADS) : "memory");  // the computing threads only
 
   const int r = tid % G, s = tid / G;
   const bool computes = tid < P;
-  const unsigned char* mine = ws + tid * ROW_B;
   const float* xmine = xs + s * XS;
+  const int row_off = r * 128, swz = r & 7;
   float acc[MB];
 #pragma unroll
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
 
   for (int st = 0; st < nstages; ++st) {
-    cp_wait<STAGES_ - 2>();
-    __syncthreads();
-    issue(st + STAGES_ - 1);
-    const int t = st % TPC;
+    const int slot = st % stages, t = st % TPC;
+    mbar_wait(smem_u32(&full[slot]), (st / stages) & 1);
     if (computes) {
-      const unsigned char* stage = mine + (st % STAGES_) * GP_THREADS * ROW_B;
+      const unsigned piece = ws + slot * slot_b + s * box_b + row_off;
 #pragma unroll
-      for (int c = 0; c < VPT; ++c) {
-        const uint4 q = *reinterpret_cast<const uint4*>(stage + (c ^ (tid % SW)) * 16);
-        const unsigned words[4] = {q.x, q.y, q.z, q.w};
+      for (int c = 0; c < GP_KT / 8; ++c) {
+        unsigned q0, q1, q2, q3;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q0), "=r"(q1), "=r"(q2), "=r"(q3) : "r"(piece + ((c ^ swz) << 4)));
+        const unsigned words[4] = {q0, q1, q2, q3};
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
           const float w0 = lo16(words[half * 2], FP16), w1 = hi16(words[half * 2], FP16);
           const float w2 = lo16(words[half * 2 + 1], FP16), w3 = hi16(words[half * 2 + 1], FP16);
 #pragma unroll
           for (int m = 0; m < MB; ++m) {
-            const float4 xv = *reinterpret_cast<const float4*>(xmine + m * S * XS + t * KT + c * 8 + half * 4);
+            const float4 xv = *reinterpret_cast<const float4*>(xmine + m * S * XS + t * GP_KT + c * 8 + half * 4);
             acc[m] = __fmaf_rn(xv.x, w0, acc[m]);
             acc[m] = __fmaf_rn(xv.y, w1, acc[m]);
             acc[m] = __fmaf_rn(xv.z, w2, acc[m]);
@@ -304,31 +327,32 @@ __global__ void __launch_bounds__(GP_THREADS, 1) repro_gemv_persistent(
         }
       }
     }
+    mbar_arrive(smem_u32(&empty[slot]));
     if (t == TPC - 1) {  // the group's chunks are done: add them in index order
+      // Two buffers: a group's partials are written while the previous group's may still be read.
+      float* gred = red + ((st / TPC) & 1) * MB * S * G;
       if (computes) {
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
-          red[(m * S + s) * G + r] = acc[m];
+          gred[(m * S + s) * G + r] = acc[m];
           acc[m] = 0.0f;
         }
       }
-      __syncthreads();
+      asm volatile("bar.sync 1, %0;" :: "n"(GP_THREADS) : "memory");
       const int n = row_begin + (st / TPC) * G + tid;
       if (tid < G && n < row_end) {
         const float bn = bias ? load_as_f32(bias, n, bias_dtype) : 0.0f;
 #pragma unroll
         for (int m = 0; m < MB; ++m) {
           if (m >= M) break;
-          float y = red[m * S * G + tid];
-          for (int c = 1; c < S; ++c) y = __fadd_rn(y, red[(m * S + c) * G + tid]);
+          float y = gred[m * S * G + tid];
+          for (int c = 1; c < S; ++c) y = __fadd_rn(y, gred[(m * S + c) * G + tid]);
           if (bias) y = __fadd_rn(y, bn);
           out[(size_t)m * N + n] = canonical(y);
         }
       }
-      // red is written again only after the next group's first stage, past its __syncthreads.
     }
   }
-  cp_wait<0>();
 }
 
 // Prefill: a 128 x 128 output tile per program, 16384 / (TM * 8) threads, each TM x 8 outputs held
