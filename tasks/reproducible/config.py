@@ -62,7 +62,8 @@ class LaunchConfig:
 
     kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program,
     chunk partials added by a second kernel), "gemv_persistent" (CUDA C++, M <= 4, one program per
-    SM walking row groups, chunk partials added in the same launch), "sgemm" (CUDA C++, 128 x 128
+    SM walking row groups, weights copied by the tensor-memory accelerator, chunk partials added in
+    the same launch), "sgemm" (CUDA C++, 128 x 128
     register-blocked tiles) or "tile" (Triton, fp32 FMA dot; the block_* fields, warps and stages
     apply to it). split_parallel ("sgemm" and "tile"): chunks run in separate programs and a second
     kernel adds their partials in index order; otherwise one program walks every chunk of its tile
@@ -100,12 +101,11 @@ DEFAULTS: dict[str, LaunchConfig] = {
 # Per (bucket, N, K) exceptions, for the Llama-3.1-8B-like and Qwen-like layer shapes.
 TABLE: dict[tuple[str, int, int], LaunchConfig] = {}
 
-# One row of x with K up to this: the persistent GEMV, one launch instead of the row-block GEMV's
-# two or three. At M = 1 it was faster at every layer shape up to K = 14336 (N = 4096 to 128256)
-# and slower at K = 18944 (its x then fills a third of shared memory). At M = 4 it won on the one
-# shape measured; not enough to take it there (bench/NOTES.md).
+# Up to this many rows of x: the persistent GEMV, one launch instead of the row-block GEMV's two
+# or three, wherever its x and two weight slots fit shared memory (else the row-block GEMV). It was
+# faster at every layer shape measured at M = 1 and M = 4 (bench/NOTES.md).
 PERSISTENT_GEMV = LaunchConfig("gemv_persistent")
-PERSISTENT_GEMV_MAX_K = 16384
+PERSISTENT_GEMV_MAX_ROWS = 4
 
 # Prefill with fewer 128 x 128 output tiles than this (fewer than one per SM of an H200): one
 # program per (tile, chunk) and a combine. At 32 and 64 tiles that was 2x to 4x faster than whole
@@ -127,7 +127,7 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     bucket = m_bucket(m)
     if (bucket, n, k) in TABLE:
         return TABLE[(bucket, n, k)]
-    if m == 1 and k <= PERSISTENT_GEMV_MAX_K:
+    if m <= PERSISTENT_GEMV_MAX_ROWS:
         return PERSISTENT_GEMV
     tiles = -(-m // 128) * -(-n // 128)
     if (

@@ -75,7 +75,7 @@ def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGE
 
 
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 12, "repro_sgemm<": 11, "repro_combine": 8,
+_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 13, "repro_sgemm<": 11, "repro_combine": 8,
             "repro_rank_sum": 4}  # fmt: skip
 
 NAMES = (
@@ -196,6 +196,7 @@ def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PER
     programs = max(1, min(n, _device_limits(torch.cuda.current_device())[0] * per_sm))
     group = persistent_group(n, k, programs)
     slot = s * -(-group * 128 // 1024) * 1024  # S boxes of G rows x 128 bytes, each 1024-byte aligned
+    slot = max(slot, -(-group * s * 128 // 1024) * 1024)  # or one box of G*S rows (merged)
     fixed = 1024 + mb * s * (CHUNK + 4) * 4 + 2 * mb * s * group * 4  # alignment, x, partials
     room = max_dynamic_smem() // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
@@ -203,10 +204,15 @@ def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PER
 
 
 @functools.lru_cache(maxsize=256)
-def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int) -> bytes:
-    """The persistent GEMV's copy boxes over one weight: G rows x 64 k. A pure function of its
-    arguments (a later tensor at the same address and layout gets the same map), so it is cached."""
-    return cuda_rtc.encode_tensor_map_2d(address, (k, n), row_stride * 2, (PERSISTENT_KT, group))
+def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int, merged: bool) -> bytes:
+    """The persistent GEMV's copy boxes over one weight: G rows x 64 k, or, merged, S chunks x G
+    rows x 64 k of the weight seen as [S][N][CHUNK] (K a multiple of CHUNK: one copy per stage). A
+    pure function of its arguments (a later tensor at the same address and layout gets the same
+    map), so it is cached."""
+    if merged:
+        s = k // CHUNK
+        return cuda_rtc.encode_tensor_map(address, (CHUNK, n, s), (row_stride * 2, CHUNK * 2), (PERSISTENT_KT, group, s))
+    return cuda_rtc.encode_tensor_map(address, (k, n), (row_stride * 2,), (PERSISTENT_KT, group))
 
 
 def gemv_persistent(
@@ -233,10 +239,11 @@ def gemv_persistent(
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     # One row's stride does not matter; the map needs a multiple of 16 bytes all the same.
     row_stride = weight.stride(0) if n > 1 else -(-k // 8) * 8
-    wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group)
+    merged = k % CHUNK == 0
+    wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, merged)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
-        wmap, plan.stages, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k,
+        wmap, int(merged), plan.stages, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k,
         b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(),
         m, n, k, plan.group,
     )  # fmt: skip

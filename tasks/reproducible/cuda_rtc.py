@@ -162,10 +162,10 @@ TENSOR_MAP_L2_PROMOTION_256B = 3
 TENSOR_MAP_BYTES = 128
 
 
-def encode_tensor_map_2d(address: int, dims: tuple[int, int], row_stride_bytes: int, box: tuple[int, int]) -> bytes:
-    """A CUtensorMap of a row-major [dims[1], dims[0]] matrix of 16-bit values at `address`, whose
-    copies are boxes of box[1] rows x box[0] values, 128-byte swizzled in shared memory; reads
-    outside the matrix return zeros."""
+def encode_tensor_map(address: int, dims: tuple[int, ...], strides_bytes: tuple[int, ...], box: tuple[int, ...]) -> bytes:
+    """A CUtensorMap of 16-bit values at `address`: dims innermost first, the byte strides of every
+    dim but the first (contiguous), copies in boxes of `box` values, 128-byte swizzled in shared
+    memory; reads outside the dims return zeros."""
     cu = _driver()
     raw = (ctypes.c_uint8 * (2 * TENSOR_MAP_BYTES))()
     base = ctypes.addressof(raw)
@@ -174,8 +174,10 @@ def encode_tensor_map_2d(address: int, dims: tuple[int, int], row_stride_bytes: 
     fn = cu.cuTensorMapEncodeTiled
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, ctypes.POINTER(u64), ctypes.POINTER(u64),
                    ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    code = fn(aligned, TENSOR_MAP_UINT16, 2, address, (u64 * 2)(*dims), (u64 * 1)(row_stride_bytes), (u32 * 2)(*box),
-              (u32 * 2)(1, 1), 0, TENSOR_MAP_SWIZZLE_128B, TENSOR_MAP_L2_PROMOTION_256B, 0)  # fmt: skip
+    rank = len(dims)
+    code = fn(aligned, TENSOR_MAP_UINT16, rank, address, (u64 * rank)(*dims), (u64 * (rank - 1))(*strides_bytes),
+              (u32 * rank)(*box), (u32 * rank)(*[1] * rank), 0, TENSOR_MAP_SWIZZLE_128B, TENSOR_MAP_L2_PROMOTION_256B,
+              0)  # fmt: skip
     _check_cu(cu, code, "tensor map encoding")
     return ctypes.string_at(aligned, TENSOR_MAP_BYTES)
 

@@ -208,10 +208,15 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
-// Box (k0, n0) of the tensor map into shared memory at dst, completing on the mbarrier bar.
+// The box at (k0, n0) of a 2-D tensor map, or (k0, n0, 0) of a 3-D one, into shared memory at dst,
+// completing on the mbarrier bar.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int k0, int n0, unsigned bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, int k0, int n0, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
+               :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(0), "r"(bar) : "memory");
 }
 
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
@@ -221,17 +226,19 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
 // partials of each row are added in index order by one thread, then the bias: the order of
 // config.py, in one launch, with no partial buffer. x, read once in its own dtype, is kept as fp32
 // in shared memory, -0.0 past K.
-// Weights: a stage is the next 64 k of every chunk of the group, S boxes of G rows x 128 bytes that
-// one producer thread (warp 8) copies with the tensor-memory accelerator into one of `stages`
-// slots, 128-byte swizzled so that eight rows' 16-byte reads hit eight bank groups. Each slot has a
-// "full" mbarrier (the copies' bytes) and an "empty" one (every computing thread has read it).
-// Past K and past N the copies fill zeros: +0.0 times x's -0.0 adds -0.0, which changes no sum.
+// Weights: a stage is the next 64 k of every chunk of the group, which one producer thread (warp 8)
+// copies with the tensor-memory accelerator into one of `stages` slots as 128-byte rows, swizzled
+// so that eight rows' 16-byte reads hit eight bank groups: S boxes of G rows (row r of box s is
+// pair (r, s)), or, when `merged` (K a multiple of CHUNK, the map viewing the weight as
+// [S][N][CHUNK]), one box of S x G rows (row s * G + r). Each slot has a "full"
+// mbarrier (the copies' bytes) and an "empty" one (every computing thread has read it). Past K and
+// past N the copies fill zeros: +0.0 times x's -0.0 adds -0.0, which changes no sum.
 #define GP_THREADS 256
 #define GP_MAX_STAGES 8
 #define GP_KT 64
 template <int MB, bool FP16>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
-    const __grid_constant__ TensorMap wmap, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
+    const __grid_constant__ TensorMap wmap, int merged, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
@@ -240,7 +247,8 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int S = (K + CHUNK - 1) / CHUNK;
   const int P = G * S;                  // (row, chunk) pairs in a group, <= GP_THREADS
   const int box_b = (G * 128 + 1023) / 1024 * 1024;  // swizzled boxes start 1024-byte aligned
-  const int slot_b = S * box_b;
+  const int slot_b = merged ? (P * 128 + 1023) / 1024 * 1024 : S * box_b;
+  const int box_rows = merged ? G : box_b / 128;  // slot rows from one chunk's box to the next
   const unsigned ws = (smem_u32(smem_raw) + 1023) & ~1023u;                  // [stages][S][box_b]
   float* xs = reinterpret_cast<float*>(smem_raw + (ws - smem_u32(smem_raw)) + stages * slot_b);  // [MB][S][XS]
   float* red = xs + MB * S * XS;                                               // [2][MB][S][G]
@@ -266,7 +274,10 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         const unsigned bar = smem_u32(&full[slot]);
         mbar_arrive_expect(bar, S * G * 128);
         const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
-        for (int c = 0; c < S; ++c) tma_load_2d(ws + slot * slot_b + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
+        if (merged)
+          tma_load_3d(ws + slot * slot_b, &wmap, k_off, n0, bar);
+        else
+          for (int c = 0; c < S; ++c) tma_load_2d(ws + slot * slot_b + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
       }
     }
     return;
@@ -294,10 +305,13 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   }
   asm volatile("bar.sync 1, %0;" :: "n"(GP_THREADS) : "memory");  // the computing threads only
 
+  // Neighbouring threads own neighbouring rows of a slot (conflict-free reads) and mostly one
+  // chunk (x read as a broadcast).
   const int r = tid % G, s = tid / G;
   const bool computes = tid < P;
   const float* xmine = xs + s * XS;
-  const int row_off = r * 128, swz = r & 7;
+  const int slot_row = s * box_rows + r;
+  const int row_off = slot_row * 128, swz = slot_row & 7;
   float acc[MB];
 #pragma unroll
   for (int m = 0; m < MB; ++m) acc[m] = 0.0f;
@@ -306,7 +320,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     const int slot = st % stages, t = st % TPC;
     mbar_wait(smem_u32(&full[slot]), (st / stages) & 1);
     if (computes) {
-      const unsigned piece = ws + slot * slot_b + s * box_b + row_off;
+      const unsigned piece = ws + slot * slot_b + row_off;
 #pragma unroll
       for (int c = 0; c < GP_KT / 8; ++c) {
         unsigned q0, q1, q2, q3;
