@@ -1,9 +1,10 @@
 """Where the decode GEMV's bandwidth goes: read-only kernels that stream a [N, K] 16-bit weight the
 way the persistent GEMV does (one program per SM over its own rows; each stage takes a k slice of
 every (row, chunk) pair of a group), with no arithmetic, next to a plain contiguous read and the
-real kernel. Copy mechanisms: cp.async 16-byte copies (with and without an L2 prefetch-size hint)
-and one bulk copy per pair and stage (cp.async.bulk, completion on an mbarrier; the probe uses
-one fewer slot than it has, the real kernel all of them).
+real kernel (which copies tensor-map boxes instead). Copy mechanisms: cp.async 16-byte copies
+(with and without an L2 prefetch-size hint) and one bulk copy per pair and stage (cp.async.bulk,
+completion on an mbarrier; a slot is refilled only once the whole program has moved past it, so
+one slot is always idle). bench/NOTES.md has the figures and what they decided.
 
     python bench/gemv_stream_probe.py [--json PATH]
 """

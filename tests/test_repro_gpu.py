@@ -182,23 +182,24 @@ def test_persistent_gemv_static_shared_memory_is_budgeted():
 
 
 def test_gemv_reads_nothing_past_k_of_a_padded_weight():
-    # Rows at a padded stride, K % 8 != 0 (the last 16-byte vector of each row is cut by K), NaN
-    # in the padding: a kernel that used anything past K would return NaN.
+    # Rows at a padded stride, NaN in the padding: a kernel that used anything past K would return
+    # NaN. K = 997 cuts the last 16-byte vector of each row; K = 1024 (a multiple of the chunk) takes
+    # the persistent GEMV's one-copy-per-stage view of the weight.
     from tasks.reproducible import cuda_kernels as ck
 
-    m, n, k, ld = 3, 70, 997, 1000
-    x, w, b = random_case(m, n, k, seed=21, bias=True)
-    padded = torch.full((n, ld), math.nan, dtype=w.dtype)
-    padded[:, :k] = w
-    wc = padded.cuda()[:, :k]
-    assert ck.gemv_supports(wc) and wc.stride(0) == ld
-    want = reproducible_matmul_cpu(x, w, b)
-    xc, bc = x.cuda(), b.cuda()
-    for v in (v for v in PERSISTENT_VARIANTS if ck.gemv_persistent_fits(m, n, k, v)):
-        assert_same_bits(ck.gemv_persistent(xc, wc, bc, 0, v), want, f"padded weight, persistent gemv {v}")
-    for v in ROW_BLOCK_VARIANTS:
-        assert_same_bits(ck.gemv(xc, wc, bc, variant=v), want, f"padded weight, row-block gemv {v}")
-    assert_same_bits(reproducible_matmul(xc, wc, bc), want, "padded weight, default path")
+    for m, n, k, ld in ((3, 70, 997, 1000), (2, 300, 1024, 1032)):
+        x, w, b = random_case(m, n, k, seed=21, bias=True)
+        padded = torch.full((n, ld), math.nan, dtype=w.dtype)
+        padded[:, :k] = w
+        wc = padded.cuda()[:, :k]
+        assert ck.gemv_supports(wc) and wc.stride(0) == ld
+        want = reproducible_matmul_cpu(x, w, b)
+        xc, bc = x.cuda(), b.cuda()
+        for v in (v for v in PERSISTENT_VARIANTS if ck.gemv_persistent_fits(m, n, k, v)):
+            assert_same_bits(ck.gemv_persistent(xc, wc, bc, 0, v), want, f"K={k} padded, persistent gemv {v}")
+        for v in ROW_BLOCK_VARIANTS:
+            assert_same_bits(ck.gemv(xc, wc, bc, variant=v), want, f"K={k} padded, row-block gemv {v}")
+        assert_same_bits(reproducible_matmul(xc, wc, bc), want, f"K={k} padded, default path")
 
 
 def test_underflowed_chunks_keep_negative_zero():

@@ -2,7 +2,7 @@
 
 CPU tensors go through the exact emulation (cpu_reference.py). CUDA tensors go through the
 kernel the configuration table names for the shape: the CUDA GEMVs for decode and small batches
-(the persistent one for a single row of x), the CUDA SGEMM for prefill, Triton tiles where a
+(the persistent one for up to four rows of x), the CUDA SGEMM for prefill, Triton tiles where a
 weight's layout suits neither. Every path computes the same bits; the table only decides speed.
 """
 
@@ -16,6 +16,21 @@ from tasks.reproducible.cpu_reference import reproducible_bmm_cpu, reproducible_
 
 WEIGHT_DTYPES = (torch.bfloat16, torch.float16)
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def effective_config(m: int, weight: torch.Tensor, config: LaunchConfig | None = None) -> LaunchConfig:
+    """The launch reproducible_matmul makes for M rows of x on this CUDA weight: `config` or the
+    table's, unless its kernel cannot take the problem (x too large for the persistent GEMV's
+    shared memory, a weight layout the CUDA kernels cannot stream)."""
+    n, k = weight.shape
+    cfg = config or launch_config(m, n, k)
+    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k):
+        cfg = LaunchConfig("gemv")
+    if cfg.kernel in ("gemv", "gemv_persistent") and not _gemv_ok(weight, m):
+        cfg = DECODE_TILE
+    if cfg.kernel == "sgemm" and (k % 8 or not cuda_kernels.gemv_supports(weight)):
+        cfg = PREFILL_TILE
+    return cfg
 
 
 def reproducible_matmul(
@@ -52,13 +67,7 @@ def reproducible_matmul(
     if x.device.index != torch.cuda.current_device():
         with torch.cuda.device(x.device):
             return reproducible_matmul(x, weight, bias, config=config)
-    cfg = config or launch_config(m, n, k)
-    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k):
-        cfg = LaunchConfig("gemv")
-    if cfg.kernel in ("gemv", "gemv_persistent") and not _gemv_ok(weight, m):
-        cfg = DECODE_TILE
-    if cfg.kernel == "sgemm" and (k % 8 or not cuda_kernels.gemv_supports(weight)):
-        cfg = PREFILL_TILE
+    cfg = effective_config(m, weight, config)
     if cfg.kernel == "gemv_persistent":
         out = cuda_kernels.gemv_persistent(x2, weight, bias)
     elif cfg.kernel == "gemv":

@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int box_b = (G * 128 + 1023) / 1024 * 1024;  // swizzled boxes start 1024-byte aligned
   const int slot_b = merged ? (P * 128 + 1023) / 1024 * 1024 : S * box_b;
   const int box_rows = merged ? G : box_b / 128;  // slot rows from one chunk's box to the next
-  const unsigned ws = (smem_u32(smem_raw) + 1023) & ~1023u;                  // [stages][S][box_b]
+  const unsigned ws = (smem_u32(smem_raw) + 1023) & ~1023u;                  // [stages][slot_b]
   float* xs = reinterpret_cast<float*>(smem_raw + (ws - smem_u32(smem_raw)) + stages * slot_b);  // [MB][S][XS]
   float* red = xs + MB * S * XS;                                               // [2][MB][S][G]
   const int tid = threadIdx.x;
