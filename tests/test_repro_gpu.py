@@ -202,6 +202,30 @@ def test_gemv_reads_nothing_past_k_of_a_padded_weight():
         assert_same_bits(reproducible_matmul(xc, wc, bc), want, f"K={k} padded, default path")
 
 
+def test_persistent_gemv_without_the_one_copy_view(monkeypatch):
+    # A driver that refused the 3-D view of the weight must leave the per-chunk copies, same bits.
+    from tasks.reproducible import cuda_kernels as ck
+    from tasks.reproducible import cuda_rtc
+
+    encode, ranks = cuda_rtc.encode_tensor_map, []
+
+    def refuse_3d(address, dims, strides, box):
+        ranks.append(len(dims))
+        if len(dims) == 3:
+            raise RuntimeError("CUDA driver tensor map encoding failed (1): invalid argument")
+        return encode(address, dims, strides, box)
+
+    monkeypatch.setattr(cuda_rtc, "encode_tensor_map", refuse_3d)
+    ck._weight_tensor_map.cache_clear()
+    try:
+        x, w, b = random_case(3, 500, 2048, seed=33, bias=True)
+        got = ck.gemv_persistent(x.cuda(), w.cuda(), b.cuda())
+        assert_same_bits(got, reproducible_matmul_cpu(x, w, b), "per-chunk copies after a refused 3-D map")
+        assert ranks == [3, 2]
+    finally:
+        ck._weight_tensor_map.cache_clear()
+
+
 def test_underflowed_chunks_keep_negative_zero():
     # Every chunk chain ends at -0.0 (products underflow); padding the last chunk must not turn
     # it into +0.0 on any path.

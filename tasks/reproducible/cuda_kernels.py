@@ -204,14 +204,20 @@ def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PER
 
 
 @functools.lru_cache(maxsize=256)
-def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int, merged: bool) -> bytes:
+def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int, merged: bool) -> bytes | None:
     """The persistent GEMV's copy boxes over one weight: G rows x 64 k, or, merged, S chunks x G
-    rows x 64 k of the weight seen as [S][N][CHUNK] (K a multiple of CHUNK: one copy per stage). A
-    pure function of its arguments (a later tensor at the same address and layout gets the same
-    map), so it is cached."""
+    rows x 64 k of the weight seen as [S][N][CHUNK] (K a multiple of CHUNK: one copy per stage;
+    None if the driver refuses that view, whose chunk stride is below its row stride). A pure
+    function of its arguments (a later tensor at the same address and layout gets the same map),
+    so it is cached."""
     if merged:
         s = k // CHUNK
-        return cuda_rtc.encode_tensor_map(address, (CHUNK, n, s), (row_stride * 2, CHUNK * 2), (PERSISTENT_KT, group, s))
+        try:
+            return cuda_rtc.encode_tensor_map(
+                address, (CHUNK, n, s), (row_stride * 2, CHUNK * 2), (PERSISTENT_KT, group, s)
+            )
+        except RuntimeError:
+            return None
     return cuda_rtc.encode_tensor_map(address, (k, n), (row_stride * 2,), (PERSISTENT_KT, group))
 
 
@@ -239,8 +245,9 @@ def gemv_persistent(
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     # One row's stride does not matter; the map needs a multiple of 16 bytes all the same.
     row_stride = weight.stride(0) if n > 1 else -(-k // 8) * 8
-    merged = k % CHUNK == 0
-    wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, merged)
+    wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, True) if k % CHUNK == 0 else None
+    merged = wmap is not None
+    wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
         wmap, int(merged), plan.stages, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k,
