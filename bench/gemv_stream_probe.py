@@ -84,18 +84,7 @@ __global__ void __launch_bounds__(PT, 1) probe_pairs(const unsigned short* __res
   if (acc == 0x9e3779b9u) sink[tid] = acc;
 }
 
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
+// mbar_init, mbar_arrive_expect and mbar_wait come from kernels.cu (compiled ahead of this).
 __device__ __forceinline__ void bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
@@ -125,7 +114,7 @@ __global__ void __launch_bounds__(PT, 1) probe_pairs_bulk(const unsigned short* 
       const int rows = min(G, row_end - n_base);
       int bytes = 0;
       for (int s = 0; s < S; ++s) bytes += max(0, min(KT, K - s * CHUNK - k_off)) * 2 * rows;
-      mbar_expect(bar, bytes);
+      mbar_arrive_expect(bar, bytes);
     }
     if (tid < P) {
       const int n = n_base + tid % G, k = (tid / G) * CHUNK + k_off;
