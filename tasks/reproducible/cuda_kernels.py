@@ -195,8 +195,8 @@ def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PER
         return None
     programs = max(1, min(n, _device_limits(torch.cuda.current_device())[0] * per_sm))
     group = persistent_group(n, k, programs)
-    slot = s * -(-group * 128 // 1024) * 1024  # S boxes of G rows x 128 bytes, each 1024-byte aligned
-    slot = max(slot, -(-group * s * 128 // 1024) * 1024)  # or one box of G*S rows (merged)
+    # S boxes of G rows x 128 bytes, each 1024-byte aligned (one merged box of S*G rows never takes more)
+    slot = s * -(-group * 128 // 1024) * 1024
     fixed = 1024 + mb * s * (CHUNK + 4) * 4 + 2 * mb * s * group * 4  # alignment, x, partials
     room = max_dynamic_smem() // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
