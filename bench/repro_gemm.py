@@ -55,7 +55,7 @@ ROW_BLOCK_SWEEP = {
 PERSISTENT_SWEEP = [(8, 1), (6, 1), (4, 1), (3, 1), (2, 1), (4, 2)]
 GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 128256, 1), (3584, 18944, 1),
                     (18944, 3584, 1), (4096, 14336, 4), (4096, 14336, 16), (4096, 4096, 16)]  # fmt: skip
-SGEMM_SWEEP = [(8, 16, 3, 2), (8, 16, 4, 2), (8, 16, 5, 2), (8, 32, 3, 2), (8, 32, 4, 2), (16, 16, 4, 2)]
+SGEMM_SWEEP = [(8, 16, 3, 2), (8, 16, 4, 2), (8, 8, 3, 2), (8, 8, 4, 2), (16, 16, 3, 2), (16, 8, 3, 2)]
 SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 4096), (14336, 4096, 512), (4096, 4096, 512),
                      (3584, 18944, 512), (4096, 4096, 128), (14336, 4096, 256)]  # fmt: skip
 
@@ -225,6 +225,8 @@ def run(args) -> dict:
                 cases.append((name, k, n, m))
     if args.quick:
         cases = [c for c in cases if c[3] in (1, 16, 4096) and c[0] in ("llama gate/up", "llama down")]
+    if args.m:
+        cases = [c for c in cases if c[3] in {int(v) for v in args.m.split(",")}]
     if args.sweep_only:
         cases = []
 
@@ -269,6 +271,7 @@ def run(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
+    parser.add_argument("--m", help="only these rows of x (comma-separated M values)")
     parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
     parser.add_argument("--sweep-only", action="store_true", help="time the kernel variants only")
     parser.add_argument("--sweep-part", choices=("all", "gemv", "sgemm"), default="all", help="which kernels to sweep")

@@ -266,6 +266,19 @@ def test_launch_configuration_does_not_change_bits():
     assert_same_bits(reproducible_matmul(xc, wc, bc), reproducible_matmul_cpu(x, w, b), "vs CPU")
 
 
+def test_sgemm_transposed_copy_of_x_is_exact():
+    from tasks.reproducible import cuda_kernels as ck
+
+    for m, k in [(1, 8), (1, 13), (5, 77), (63, 200), (130, 4104)]:
+        wide = torch.randn(m, k + 24, device="cuda")
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            for x in (wide.to(dtype)[:, :k], wide.to(dtype)[:, 3 : k + 3], wide.to(dtype)[:, :k].contiguous()):
+                rows = -(-m // 128) * 128
+                got = ck.transpose_to_f32(x, rows)
+                assert got.shape == (k, rows)
+                assert_same_bits(got[:, :m], x.float().t(), f"transpose {m}x{k} {dtype} strides {x.stride()}")
+
+
 def test_batched_gemv_matches_the_emulation():
     g = torch.Generator().manual_seed(4)
     q = torch.randn(12, 4, 128, generator=g)

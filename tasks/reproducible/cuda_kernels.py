@@ -11,7 +11,7 @@
 - `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
   fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
   kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partials for
-  repro_combine.
+  repro_combine. x is read from a k-major fp32 copy made by `repro_transpose`.
 - `repro_combine`: adds the chunk partials in index order (`__fadd_rn`), then the bias.
 - `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
@@ -76,13 +76,15 @@ def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGE
 
 # Parameter counts of each kernel family, for the launchers.
 _NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 13, "repro_sgemm<": 11, "repro_combine": 8,
-            "repro_rank_sum": 4}  # fmt: skip
+            "repro_rank_sum": 4, "repro_transpose": 7}  # fmt: skip
+# Parameters passed by value as tensor maps, per kernel family.
+_TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
     + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
-    + ["repro_combine", "repro_rank_sum"]
+    + ["repro_combine", "repro_rank_sum", "repro_transpose"]
 )
 
 _lock = threading.Lock()
@@ -102,7 +104,7 @@ def launcher(name: str) -> cuda_rtc.Launcher:
                 fn = mod.functions[n]
                 cuda_rtc.set_dynamic_smem(fn, max_smem - cuda_rtc.static_smem(fn))
                 family = next(f for f in _NPARAMS if n.startswith(f))
-                structs = {0: cuda_rtc.TENSOR_MAP_BYTES} if family == "repro_gemv_persistent<" else None
+                structs = {i: cuda_rtc.TENSOR_MAP_BYTES for i in _TENSOR_MAP_PARAMS.get(family, ())}
                 _launchers[(dev, n)] = cuda_rtc.Launcher(fn, _NPARAMS[family], structs)
         return _launchers[(dev, name)]
 
@@ -298,6 +300,19 @@ def sgemm_smem_bytes(split: bool, variant: tuple[int, int, int, int] = SGEMM_VAR
     return (ns + 2) * bk * SGEMM_TILE * 4 + bk * SGEMM_TILE * 2 + (0 if split else SGEMM_TOTALS_BYTES)
 
 
+def transpose_to_f32(x: torch.Tensor, rows: int) -> torch.Tensor:
+    """x [M, K] (fp32, bf16 or fp16) as a k-major fp32 copy [K, rows] (rows >= M; columns past M
+    are left unwritten), exactly."""
+    x = _as_kernel_input(x)
+    m, k = x.shape
+    xt = torch.empty((k, rows), dtype=torch.float32, device=x.device)
+    if m and k:
+        launcher("repro_transpose")(
+            (-(-k // 64), -(-m // 64), 1), 256, 0, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0), xt.data_ptr(), rows, m, k
+        )  # fmt: skip
+    return xt
+
+
 def sgemm(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -315,8 +330,7 @@ def sgemm(
     variant = variant or SGEMM_VARIANT
     dev = x.device
     mp = (m + SGEMM_TILE - 1) // SGEMM_TILE * SGEMM_TILE
-    xt = torch.empty((k, mp), dtype=torch.float32, device=dev)  # columns past M are never stored
-    xt[:, :m].copy_(x.t())
+    xt = transpose_to_f32(x, mp)  # columns past M feed outputs that are never stored
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
     chunks = split_count(k) if split else 1
     partial = torch.empty((1, chunks, m, n), dtype=torch.float32, device=dev) if split else out
