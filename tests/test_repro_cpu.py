@@ -15,9 +15,16 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-from tasks.reproducible import config
+from tasks.reproducible import config, cpu_native
 from tasks.reproducible.config import CHUNK, LaunchConfig, chunk_bounds, launch_config, m_bucket, split_count
-from tasks.reproducible.cpu_reference import CANONICAL_NAN_BITS, fma_f32, reproducible_matmul_cpu
+from tasks.reproducible.cpu_reference import (
+    CANONICAL_NAN_BITS,
+    canonicalize_nan,
+    chain_partials,
+    chain_partials_emulated,
+    fma_f32,
+    reproducible_matmul_cpu,
+)
 from tasks.reproducible.gemm import reproducible_matmul
 from tasks.reproducible.linear import ReproducibleLinear, patch_linear_layers
 from tasks.reproducible.ops import exp as repro_exp
@@ -169,6 +176,84 @@ def test_fma_infinities_and_nan():
 # --- the reduction order ----------------------------------------------------------------------
 
 
+def _require_compiled_chains() -> None:
+    if cpu_native.library() is None:
+        if os.environ.get("CI"):
+            pytest.fail("the CPU reference's compiled chains did not build (a C compiler is part of CI)")
+        pytest.skip("no C compiler: only the float64 emulation runs here")
+
+
+@pytest.fixture(params=["compiled", "emulated"])
+def chains(request, monkeypatch):
+    """Runs a test on the compiled FMA chains and again on the float64 emulation."""
+    if request.param == "compiled":
+        _require_compiled_chains()
+    else:
+        monkeypatch.setattr(cpu_native, "chain_partials", lambda x32, w32: None)
+    return request.param
+
+
+def test_compiled_fma_matches_exact_rounding_over_wide_exponent_ranges():
+    # Chains of two: fma(c, 1, +0) = c, then fma(a, b, c): every general FMA through the C path.
+    _require_compiled_chains()
+    g = torch.Generator().manual_seed(2)
+    n = 2000
+    a = torch.randn(n, generator=g) * torch.exp2(torch.randint(-62, 62, (n,), generator=g).float())
+    b = torch.randn(n, generator=g) * torch.exp2(torch.randint(-62, 62, (n,), generator=g).float())
+    c = torch.randn(n, generator=g) * torch.exp2(torch.randint(-148, 125, (n,), generator=g).float())
+    c[:4] = torch.tensor([2.0**-149, -(2.0**-149), 3 * 2.0**-149, 1 + 2.0**-23])  # subnormal and tie-prone sums
+    a[3], b[3] = 2.0**-24 * (1 + 2.0**-15), 1 - 2.0**-15  # the double-rounding trap
+    x = torch.stack([c, a], dim=1)[:, None, :]  # [n, 1, 2]
+    w = torch.stack([torch.ones(n), b], dim=1)[:, None, :]
+    got = cpu_native.chain_partials(x, w)[:, 0, 0, 0]
+    for i in range(n):
+        want = exact_fma(a[i].item(), b[i].item(), c[i].item())
+        assert struct.pack("<f", got[i].item()) == struct.pack("<f", want), (a[i], b[i], c[i], got[i], want)
+
+
+def test_compiled_chains_equal_the_emulation():
+    _require_compiled_chains()
+    g = torch.Generator().manual_seed(8)
+    specials = torch.tensor([0.0, -0.0, 2.0**-149, -(2.0**-140), 2.0**-126, 3e38, -3e38, math.inf, -math.inf, math.nan])
+    for bsz, m, n, k in [(1, 1, 1, 1), (2, 3, 5, 7), (1, 4, 600, 512), (3, 2, 77, 1300), (1, 5, 1030, 2049)]:
+        x = torch.randn(bsz, m, k, generator=g) * torch.exp2(torch.randint(-70, 40, (bsz, m, k), generator=g).float())
+        w = torch.randn(bsz, n, k, generator=g).to(torch.bfloat16).float()
+        pick = torch.rand(bsz, n, k, generator=g) < 0.02
+        w[pick] = specials[torch.randint(0, len(specials), (int(pick.sum()),), generator=g)]
+        compiled, emulated = chain_partials(x, w), chain_partials_emulated(x, w)
+        assert_same_bits(canonicalize_nan(compiled), canonicalize_nan(emulated))
+
+
+def test_compiled_chains_keep_subnormals_when_the_thread_flushes_them():
+    _require_compiled_chains()
+    k = 40
+    x = torch.full((1, 1, k), 2.0**-130)
+    w = torch.full((1, 2, k), 2.0**-3)
+    w[0, 1] = 2.0**10
+    want = chain_partials_emulated(x, w)
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    try:
+        got = chain_partials(x, w)
+    finally:
+        torch.set_flush_denormal(False)
+    assert_same_bits(got, want)
+    assert got[0, 0, 0, 0].item() == k * 2.0**-133 and got[0, 0, 0, 1].item() == k * 2.0**-120
+
+
+def test_without_a_compiler_the_emulation_is_used(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    cpu_native.library.cache_clear()
+    try:
+        assert cpu_native.library() is None
+        assert cpu_native.chain_partials(torch.ones(1, 1, 3), torch.ones(1, 2, 3)) is None
+        x, w, b = _random_exact_inputs(2, 3, 600, seed=4)
+        want = exact_reproducible_matmul(x.float().tolist(), w.float().tolist(), b.float().tolist())
+        assert_same_bits(reproducible_matmul_cpu(x, w, b), torch.tensor(want, dtype=torch.float32))
+    finally:
+        cpu_native.library.cache_clear()
+
+
 def _random_exact_inputs(m, n, k, seed, wdtype=torch.bfloat16, xdtype=torch.bfloat16):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g).to(xdtype)
@@ -178,7 +263,7 @@ def _random_exact_inputs(m, n, k, seed, wdtype=torch.bfloat16, xdtype=torch.bflo
 
 
 @pytest.mark.parametrize("k", [7, 513, 1100])
-def test_emulated_matmul_matches_scalar_exact_model(k):
+def test_emulated_matmul_matches_scalar_exact_model(k, chains):
     # K = 1100: three chunks, the last one 76 long; K = 513: one element in the second chunk.
     x, w, b = _random_exact_inputs(2, 3, k, seed=k)
     got = reproducible_matmul_cpu(x, w, b)
@@ -186,14 +271,14 @@ def test_emulated_matmul_matches_scalar_exact_model(k):
     assert_same_bits(got, torch.tensor(want, dtype=torch.float32))
 
 
-def test_emulated_matmul_fp16_weights_fp32_activations():
+def test_emulated_matmul_fp16_weights_fp32_activations(chains):
     x, w, _ = _random_exact_inputs(3, 2, 600, seed=5, wdtype=torch.float16, xdtype=torch.float32)
     got = reproducible_matmul_cpu(x, w)
     want = exact_reproducible_matmul(x.tolist(), w.float().tolist(), None)
     assert_same_bits(got, torch.tensor(want, dtype=torch.float32))
 
 
-def test_subnormal_and_signed_zero_outputs():
+def test_subnormal_and_signed_zero_outputs(chains):
     # Products that underflow to -0 in every chunk: the chunk chains are +0 + (-tiny) -> -0, so
     # y = -0 + -0 = -0. Padding the chunk tails must not turn it into +0.
     k = 700
@@ -211,7 +296,7 @@ def test_subnormal_and_signed_zero_outputs():
     assert ys.item() == 40 * 2.0**-120
 
 
-def test_nan_and_inf_outputs_are_canonical():
+def test_nan_and_inf_outputs_are_canonical(chains):
     x = torch.ones(1, 600, dtype=torch.bfloat16)
     w = torch.ones(3, 600, dtype=torch.bfloat16)
     w[0, 10] = math.inf
@@ -223,7 +308,7 @@ def test_nan_and_inf_outputs_are_canonical():
     assert bits(y)[0, 2].item() == CANONICAL_NAN_BITS
 
 
-def test_batch_invariance_of_the_emulation():
+def test_batch_invariance_of_the_emulation(chains):
     x, w, b = _random_exact_inputs(9, 40, 1030, seed=3)
     full = reproducible_matmul_cpu(x, w, b)
     for i in (0, 4, 8):
