@@ -25,7 +25,7 @@ ProgressFn = Callable[[str, dict], None]
 DEFAULT_TIMEOUT_S = 600.0
 # What an evaluation in cpu mode gets where its caller names nothing: the cpu mode proves the
 # pipeline, not speed, so few iterations and the problem's default shape only (CPU ranks take
-# minutes on the largest shapes, and the reproducible problems' exact CPU arithmetic longer).
+# minutes on the largest shapes).
 CPU_DEFAULTS = {"warmup": 3, "iters": 10, "trials": 3, "shapes": "default"}
 FAILURE_GRACE_S = 5.0  # after one rank reports a failure, the others get this long to follow
 DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" / "pkb-builds"))

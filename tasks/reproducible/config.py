@@ -64,9 +64,9 @@ class LaunchConfig:
     chunk partials added by a second kernel), "gemv_persistent" (CUDA C++, M <= 4, one program per
     SM walking row groups, weights copied by the tensor-memory accelerator, chunk partials added in
     the same launch), "sgemm" (CUDA C++, 128 x 128 register-blocked tiles) or "tile" (Triton, fp32
-    FMA dot; the block_* fields, warps and stages apply to it). split_parallel ("sgemm" and "tile"): chunks run in separate programs and a second
-    kernel adds their partials in index order; otherwise one program walks every chunk of its tile
-    in order and adds them as it goes.
+    FMA dot; the block_* fields, warps and stages apply to it). split_parallel ("sgemm" and
+    "tile"): chunks run in separate programs and a second kernel adds their partials in index
+    order; otherwise one program walks every chunk of its tile in order and adds them as it goes.
     """
 
     kernel: str

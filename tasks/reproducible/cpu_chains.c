@@ -12,8 +12,8 @@
 //                     x[b][m][k] * w[b][n][k],
 // with x [B][M][K] and w [B][N][K] fp32, row-major. The emulation pads the last chunk with
 // fma(-0.0, +0.0, acc), which leaves every acc unchanged (signed zeros and NaN included), so the
-// chains here simply stop at K. Each item upcasts nothing and copies its weight block k-major into
-// `scratch` (L * NB floats, L2-sized) so the inner loop runs along n, vectorized.
+// chains here simply stop at K. Each item first copies its block of the weight k-major into
+// `scratch` (L * NB floats, L2-sized), so the inner loop runs along n, vectorized.
 void repro_chain_partials(const float* x, const float* w, float* out, int64_t B, int64_t S, int64_t M, int64_t L,
                           int64_t N, int64_t K, int64_t NB, int64_t item_begin, int64_t item_end, float* scratch) {
   // Subnormals stay IEEE whatever mode the calling thread was left in (flush-to-zero, denormals-are-zero).
