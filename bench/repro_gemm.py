@@ -4,10 +4,11 @@ reproducible), fp32-resident SGEMM (TF32 off), LayerCast-style (bf16 weights cas
 call, then SGEMM), and ours (tasks.reproducible). The copy bandwidth (device-to-device copy, bytes
 read plus written) is measured in the same run.
 
-Two times per method: "call", the median of triton.testing.do_bench (L2 flushed before every
-call; includes whatever host launch overhead the GPU waits for), and "device", the median per-call
-time of CUDA-graph replays of many calls that cycle through enough weight copies to miss in L2
-(the kernels alone).
+Two times per method: "call", the median of three triton.testing.do_bench medians taken in
+rounds that interleave the methods (L2 flushed before every call; includes whatever host launch
+overhead the GPU waits for; the rounds keep a passing stall of the host from landing on one method
+alone), and "device", the median per-call time of CUDA-graph replays of many calls that cycle
+through enough weight copies to miss in L2 (the kernels alone).
 
     python bench/repro_gemm.py [--quick] [--sweep | --sweep-only] [--json PATH]
 """
@@ -67,6 +68,7 @@ def bench_ms(fn) -> float:
 
 
 L2_BYTES = 60 * 2**20
+CALL_ROUNDS = 3
 
 
 def graph_ms(calls: list, reps: int) -> float:
@@ -96,12 +98,14 @@ def time_methods(x: torch.Tensor, wb: torch.Tensor, wf: torch.Tensor, copies: li
     """Median ms of the four ways to compute x @ W.T (x bf16, wb the bf16 weight, wf its fp32
     copy): call times, then device times (graph replays over `copies`, [(bf16, fp32), ...])."""
     xf = x.float()
-    t = {
-        "cublas_bf16": bench_ms(lambda: F.linear(x, wb)),
-        "sgemm_fp32": bench_ms(lambda: F.linear(xf, wf)),
-        "layercast": bench_ms(lambda: F.linear(x.float(), wb.float())),
-        "ours": bench_ms(lambda: reproducible_matmul(x, wb)),
+    calls = {
+        "cublas_bf16": lambda: F.linear(x, wb),
+        "sgemm_fp32": lambda: F.linear(xf, wf),
+        "layercast": lambda: F.linear(x.float(), wb.float()),
+        "ours": lambda: reproducible_matmul(x, wb),
     }
+    rounds = [{name: bench_ms(fn) for name, fn in calls.items()} for _ in range(CALL_ROUNDS)]
+    t = {name: sorted(r[name] for r in rounds)[CALL_ROUNDS // 2] for name in calls}
     reps = max(2, min(24, int(30 / max(t["sgemm_fp32"], 1e-3))))
     t["dev_cublas_bf16"] = graph_ms([lambda b=b: F.linear(x, b) for b, _ in copies], reps)
     t["dev_sgemm_fp32"] = graph_ms([lambda f=f: F.linear(xf, f) for _, f in copies], reps)

@@ -290,6 +290,32 @@ def test_batched_gemv_matches_the_emulation():
     p = torch.rand(12, 4, 613, generator=g)
     want = reproducible_bmm_cpu(p, vt[:, :, :613])
     assert_same_bits(reproducible_bmm(p.cuda(), vt.cuda()[:, :, :613]), want, "values")
+    # 16-bit queries read in place: rows 131 apart, each starting 6 bytes into a 16-byte line
+    for dtype in (torch.bfloat16, torch.float16):
+        qv = torch.randn(12, 4, 131, generator=g).to(dtype)[:, :, 3:]
+        want = reproducible_bmm_cpu(qv, cache[:, :37])
+        assert_same_bits(reproducible_bmm(qv.cuda(), cache.cuda()[:, :37]), want, f"{dtype} strided scores")
+
+
+def test_gemv_reads_strided_and_misaligned_x_in_its_own_dtype():
+    # x is read in place in its own dtype: views whose rows start off a 16-byte boundary (one value
+    # at a time) or on one (eight at a time), with a row stride larger than K.
+    from tasks.reproducible import cuda_kernels as ck
+
+    for i, (m, n, k, offset) in enumerate(((16, 300, 1032, 3), (9, 130, 1024, 8), (2, 70, 520, 1))):
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            x, w, b = random_case(m, n, k, seed=300 + i, xdtype=dtype)
+            wide = torch.randn(m, k + 2 * offset + 5).to(dtype)
+            wide[:, offset : offset + k] = x
+            xv = wide.cuda()[:, offset : offset + k]
+            want = reproducible_matmul_cpu(x, w, b)
+            wc, bc = w.cuda(), b.cuda()
+            what = f"M={m} K={k} x {dtype} at offset {offset}"
+            for v in ROW_BLOCK_VARIANTS:
+                assert_same_bits(ck.gemv(xv, wc, bc, variant=v), want, f"{what}, row-block gemv {v}")
+            if ck.gemv_persistent_fits(m, n, k):
+                assert_same_bits(ck.gemv_persistent(xv, wc, bc), want, f"{what}, persistent gemv")
+            assert_same_bits(reproducible_matmul(xv, wc, bc), want, f"{what}, default path")
 
 
 AUDIT_FORBIDDEN = re.compile(r"\b(?:w?mma|hmma)\b|\.tf32|\bwgmma")

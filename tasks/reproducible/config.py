@@ -22,6 +22,7 @@ Padding inside a block is neutral: padded k positions multiply x = -0.0 by w = +
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 # Chunk length of the K split. A constant, so the split count depends on K alone. 512 keeps the
@@ -121,6 +122,7 @@ DECODE_TILE = LaunchConfig("tile", block_m=16, block_n=64, block_k=32, num_warps
 PREFILL_TILE = LaunchConfig("tile", block_m=128, block_n=128, block_k=16, num_warps=4, num_stages=3)
 
 
+@functools.lru_cache(maxsize=4096)  # decode asks on every call; the table above is fixed at import
 def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     """The launch for an (M, N, K) problem: a pure function of the shape."""
     bucket = m_bucket(m)

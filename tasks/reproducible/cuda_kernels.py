@@ -3,7 +3,8 @@
 - `repro_gemv<MB, R, KT, STAGES, FP16>`: decode GEMV for up to MB rows of x. One program streams
   a block of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
-  order (`__fmaf_rn`), so the order is the one in config.py. x (fp32 rows) is read in place.
+  order (`__fmaf_rn`), so the order is the one in config.py. x and the bias are read in place in
+  their own dtype.
 - `repro_gemv_persistent<MB, FP16>`: decode GEMV for up to 4 rows of x in one launch: a program
   per SM walks its share of the rows in groups, one thread per (row, chunk), and adds each row's
   chunk partials in index order itself; one more warp copies the weight in with the tensor-memory
@@ -60,22 +61,25 @@ def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
 
+@functools.cache
 def gemv_name(mb: int, fp16: bool, variant: tuple[int, int, int] | None = None) -> str:
     r, kt, stages = variant or ROW_BLOCK_VARIANTS[mb]
     return f"repro_gemv<{mb}, {r}, {kt}, {stages}, {_b(fp16)}>"
 
 
+@functools.cache
 def gemv_persistent_name(mb: int, fp16: bool) -> str:
     return f"repro_gemv_persistent<{mb}, {_b(fp16)}>"
 
 
+@functools.cache
 def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGEMM_VARIANT) -> str:
     tm, bk, ns, minb = variant
     return f"repro_sgemm<{tm}, {bk}, {ns}, {minb}, {_b(split)}, {_b(fp16)}>"
 
 
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 14, "repro_gemv_persistent<": 13, "repro_sgemm<": 11, "repro_combine": 8,
+_NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 13, "repro_sgemm<": 11, "repro_combine": 8,
             "repro_rank_sum": 4, "repro_transpose": 7}  # fmt: skip
 # Parameters passed by value as tensor maps, per kernel family.
 _TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
@@ -105,7 +109,7 @@ def launcher(name: str) -> cuda_rtc.Launcher:
                 cuda_rtc.set_dynamic_smem(fn, max_smem - cuda_rtc.static_smem(fn))
                 family = next(f for f in _NPARAMS if n.startswith(f))
                 structs = {i: cuda_rtc.TENSOR_MAP_BYTES for i in _TENSOR_MAP_PARAMS.get(family, ())}
-                _launchers[(dev, n)] = cuda_rtc.Launcher(fn, _NPARAMS[family], structs)
+                _launchers[(dev, n)] = cuda_rtc.Launcher(fn, _NPARAMS[family], structs, dev)
         return _launchers[(dev, name)]
 
 
@@ -134,10 +138,11 @@ def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int
 
 def gemv_supports(weight: torch.Tensor) -> bool:
     """Rows of 16-bit values at a stride that keeps every row 16-byte aligned."""
-    if weight.dtype not in (torch.bfloat16, torch.float16) or weight.stride(-1) != 1:
+    strides = weight.stride()
+    if weight.dtype not in (torch.bfloat16, torch.float16) or strides[-1] != 1:
         return False
-    strides = [weight.stride(i) for i in range(weight.dim() - 1) if weight.shape[i] > 1]
-    return weight.data_ptr() % 16 == 0 and all(st % 8 == 0 for st in strides)
+    outer = zip(strides[:-1], weight.shape[:-1])
+    return weight.data_ptr() % 16 == 0 and all(st % 8 == 0 for st, size in outer if size > 1)
 
 
 _DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
@@ -190,17 +195,24 @@ class PersistentPlan:
 
 
 def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT) -> PersistentPlan | None:
-    """The launch for MB rows of x, or None where fewer than two weight slots fit next to x."""
+    """The launch for MB rows of x on the current device, or None where fewer than two weight
+    slots fit next to x."""
+    return _persistent_plan(mb, n, k, variant, torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=1024)
+def _persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int], device: int) -> PersistentPlan | None:
     most_stages, per_sm = variant
     s = split_count(k)
     if s > PERSISTENT_THREADS:
         return None
-    programs = max(1, min(n, _device_limits(torch.cuda.current_device())[0] * per_sm))
+    sms, smem_max = _device_limits(device)
+    programs = max(1, min(n, sms * per_sm))
     group = persistent_group(n, k, programs)
     # S boxes of G rows x 128 bytes, each 1024-byte aligned (one merged box of S*G rows never takes more)
     slot = s * -(-group * 128 // 1024) * 1024
     fixed = 1024 + mb * s * (CHUNK + 4) * 4 + 2 * mb * s * group * 4  # alignment, x, partials
-    room = max_dynamic_smem() // per_sm - PERSISTENT_STATIC_SMEM - fixed
+    room = smem_max // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
     return PersistentPlan(programs, group, stages, fixed + stages * slot) if stages >= 2 else None
 
@@ -267,24 +279,25 @@ def gemv_batched(
     n = weight.shape[1]
     _require_gemv_weight(weight)
     dev = x.device
-    xf = x if (x.dtype == torch.float32 and x.stride(2) == 1) else x.float().contiguous()
-    ldx = xf.stride(1) if m > 1 else k
-    x_batch = xf.stride(0) if bsz > 1 else 0
+    x = _as_kernel_input(x)
+    ldx = x.stride(1) if m > 1 else k
+    x_batch = x.stride(0) if bsz > 1 else 0
     s = split_count(k)
     mb = next(r for r in GEMV_ROWS if r >= min(m, GEMV_ROWS[-1]))
     variant = variant or ROW_BLOCK_VARIANTS[mb]
     mblocks = (m + mb - 1) // mb
     out = torch.empty((bsz, m, n), dtype=torch.float32, device=dev)
     partial = torch.empty((bsz, s, m, n), dtype=torch.float32, device=dev) if s > 1 else out
-    b = bias.to(device=dev, dtype=torch.float32).contiguous() if bias is not None else out
+    b = _as_kernel_input(bias.to(dev)) if bias is not None and s == 1 else None
     ldw = weight.stride(1) if n > 1 else k
     w_batch = weight.stride(0) if bsz > 1 else 0
     rows = GEMV_THREADS * variant[0]
     grid = ((n + rows - 1) // rows, s, bsz * mblocks)
     launcher(gemv_name(mb, weight.dtype == torch.float16, variant))(
         grid, GEMV_THREADS, gemv_smem_bytes(mb, variant),
-        xf.data_ptr(), ldx, x_batch, weight.data_ptr(), ldw, w_batch, b.data_ptr(), out.data_ptr(),
-        partial.data_ptr(), m, n, k, mblocks, int(bias is not None),
+        x.data_ptr(), _DTYPE_CODES[x.dtype], ldx, x_batch, weight.data_ptr(), ldw, w_batch,
+        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(),
+        partial.data_ptr(), m, n, k, mblocks,
     )  # fmt: skip
     if s > 1:
         combine(partial, bias, out)
@@ -350,12 +363,13 @@ def sgemm(
 def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
     """out[b, m, n] = partial[b, 0] + partial[b, 1] + ... (index order) + bias, NaN canonical."""
     bsz, s, m, n = partial.shape
-    b = bias.to(device=out.device, dtype=torch.float32).contiguous() if bias is not None else out
+    b = _as_kernel_input(bias.to(out.device)) if bias is not None else None
     threads = 256
     blocks = max(1, min((bsz * m * n + threads - 1) // threads, 65535))
     launcher("repro_combine")(
         (blocks, 1, 1), threads, 0,
-        partial.data_ptr(), b.data_ptr(), out.data_ptr(), bsz, m * n, n, s, int(bias is not None),
+        partial.data_ptr(), b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
+        out.data_ptr(), bsz, m * n, n, s,
     )  # fmt: skip
 
 

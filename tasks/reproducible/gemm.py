@@ -53,19 +53,20 @@ def reproducible_matmul(
         raise ValueError(f"x has {x.shape[-1]} features, weight expects {k}")
     if bias is not None and bias.shape != (n,):
         raise ValueError(f"bias must have shape ({n},), got {tuple(bias.shape)}")
-    if x.device != weight.device or (bias is not None and bias.device != weight.device):
+    device = x.device
+    if device != weight.device or (bias is not None and bias.device != device):
         raise ValueError("x, weight and bias must be on one device")
     lead = x.shape[:-1]
-    if x.device.type == "cpu":
+    if device.type == "cpu":
         return reproducible_matmul_cpu(x, weight, bias)
-    if x.device.type != "cuda":
-        raise ValueError(f"unsupported device {x.device}")
+    if device.type != "cuda":
+        raise ValueError(f"unsupported device {device}")
     x2 = x.reshape(-1, k)
     m = x2.shape[0]
     if m == 0:
-        return torch.empty(*lead, n, dtype=torch.float32, device=x.device)
-    if x.device.index != torch.cuda.current_device():
-        with torch.cuda.device(x.device):
+        return torch.empty(*lead, n, dtype=torch.float32, device=device)
+    if device.index != torch.cuda.current_device():
+        with torch.cuda.device(device):
             return reproducible_matmul(x, weight, bias, config=config)
     cfg = effective_config(m, weight, config)
     if cfg.kernel == "gemv_persistent":
@@ -76,7 +77,7 @@ def reproducible_matmul(
         out = cuda_kernels.sgemm(x2, weight, bias, split=cfg.split_parallel)
     else:
         out, _ = triton_gemm.tile_matmul(x2, weight, bias, cfg)
-    return out.reshape(*lead, n)
+    return out if x.dim() == 2 else out.reshape(*lead, n)
 
 
 def reproducible_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

@@ -65,16 +65,17 @@ __device__ __forceinline__ void load8_as_f32(const void* p, long long i, int dty
   for (int e = 0; e < 8; ++e) v[e] = e < valid ? load_as_f32(p, i + e, dtype) : -0.0f;
 }
 
-// Batched: entry b reads x + b*x_batch (MB rows of fp32 at stride ldx), rows of w + b*w_batch at
+// Batched: entry b reads x + b*x_batch (MB rows at stride ldx, fp32, bf16 or fp16 as x_dtype says,
+// elements), rows of w + b*w_batch at
 // stride ldw (a multiple of 8, 16-byte aligned), and writes out + b*M*N ([M, N]) or its partials
 // partial + b*S*M*N ([S, M, N]). blockIdx.z = b * mblocks + (row block of MB rows of x).
 // Each thread owns R weight rows (tid + j*ROWS): every x value read from shared memory feeds R*MB
 // chains, which keeps the 8- and 16-row kernels from being bound by shared-memory broadcasts.
 template <int MB, int R, int KT, int STAGES, bool FP16>
 __global__ void __launch_bounds__(ROWS) repro_gemv(
-    const float* __restrict__ x, long long ldx, long long x_batch, const unsigned short* __restrict__ w,
-    long long ldw, long long w_batch, const float* __restrict__ bias, float* __restrict__ out,
-    float* __restrict__ partial, int M, int N, int K, int mblocks, int has_bias) {
+    const void* __restrict__ x, int x_dtype, long long ldx, long long x_batch, const unsigned short* __restrict__ w,
+    long long ldw, long long w_batch, const void* __restrict__ bias, int bias_dtype, float* __restrict__ out,
+    float* __restrict__ partial, int M, int N, int K, int mblocks) {
   constexpr int ROW_B = KT * 2 + 16;  // 16 bytes of padding keep 16-byte row reads conflict-free
   constexpr int ROWS_CTA = ROWS * R;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -86,7 +87,8 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
   const int S = gridDim.y;
   const int b = blockIdx.z / mblocks;
   const int m0 = (blockIdx.z % mblocks) * MB;
-  x += (size_t)b * x_batch;
+  const int x_bytes = x_dtype ? 2 : 4;
+  x = reinterpret_cast<const unsigned char*>(x) + (size_t)b * x_batch * x_bytes;
   w += (size_t)b * w_batch;
   out += (size_t)b * M * N;
   partial += (size_t)b * S * M * N;
@@ -115,13 +117,16 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) issue(st);
 
-  // x chunk, row-major xs[m][k]. Padding (k past the chunk, rows past M) is -0.0: times a
-  // zero-filled weight it gives -0.0, which added to any accumulator leaves it unchanged.
-  for (int i = tid; i < MB * CHUNK; i += ROWS) {
-    const int m = i / CHUNK, k = i % CHUNK;
-    float v = -0.0f;
-    if (k < klen && m0 + m < M) v = x[(size_t)(m0 + m) * ldx + kbeg + k];
-    xs[i] = v;
+  // x chunk, row-major xs[m][k], read in its own dtype eight values at a time. Padding (k past the
+  // chunk, rows past M) is -0.0: times a zero-filled weight it gives -0.0, which added to any
+  // accumulator leaves it unchanged.
+  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * x_bytes % 16 == 0);
+  for (int u = tid; u < MB * CHUNK / 8; u += ROWS) {
+    const int m = u / (CHUNK / 8), k = u % (CHUNK / 8) * 8;
+    float v[8];
+    load8_as_f32(x, (long long)(m0 + m) * ldx + kbeg + k, x_dtype, x_vec, m0 + m < M ? min(8, klen - k) : 0, v);
+    *reinterpret_cast<float4*>(xs + m * CHUNK + k) = make_float4(v[0], v[1], v[2], v[3]);
+    *reinterpret_cast<float4*>(xs + m * CHUNK + k + 4) = make_float4(v[4], v[5], v[6], v[7]);
   }
 
   float acc[R][MB];
@@ -174,12 +179,12 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
     const int n = n0 + tid + j * ROWS;
     if (n >= N) continue;
     if (S == 1) {
-      const float bn = has_bias ? bias[n] : 0.0f;
+      const float bn = bias ? load_as_f32(bias, n, bias_dtype) : 0.0f;
 #pragma unroll
       for (int m = 0; m < MB; ++m) {
         if (m0 + m < M) {
           float y = acc[j][m];
-          if (has_bias) y = __fadd_rn(y, bn);
+          if (bias) y = __fadd_rn(y, bn);
           out[(size_t)(m0 + m) * N + n] = canonical(y);
         }
       }
@@ -353,17 +358,16 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         }
       }
       asm volatile("bar.sync 1, %0;" :: "n"(GP_THREADS) : "memory");
-      const int n = row_begin + (st / TPC) * G + tid;
-      if (tid < G && n < row_end) {
-        const float bn = bias ? load_as_f32(bias, n, bias_dtype) : 0.0f;
-#pragma unroll
-        for (int m = 0; m < MB; ++m) {
-          if (m >= M) break;
-          float y = gred[m * S * G + tid];
-          for (int c = 1; c < S; ++c) y = __fadd_rn(y, gred[(m * S + c) * G + tid]);
-          if (bias) y = __fadd_rn(y, bn);
-          out[(size_t)m * N + n] = canonical(y);
-        }
+      // One thread per (row of x, weight row); the unrolled loop issues its loads ahead of the adds.
+      for (int i = tid; i < M * G; i += GP_THREADS) {
+        const int m = i / G, gr = i % G, n = row_begin + (st / TPC) * G + gr;
+        if (n >= row_end) continue;
+        const float* p = gred + m * S * G + gr;
+        float y = p[0];
+#pragma unroll 8
+        for (int c = 1; c < S; ++c) y = __fadd_rn(y, p[c * G]);
+        if (bias) y = __fadd_rn(y, load_as_f32(bias, n, bias_dtype));
+        out[(size_t)m * N + n] = canonical(y);
       }
     }
   }
@@ -565,15 +569,15 @@ extern "C" __global__ void __launch_bounds__(256) repro_transpose(const void* __
 }
 
 // partial [B, S, MN] -> out [B, MN]: chunk partials added in index order, then the bias.
-extern "C" __global__ void repro_combine(const float* __restrict__ partial, const float* __restrict__ bias,
-                                         float* __restrict__ out, int B, long long MN, int N, int S, int has_bias) {
+extern "C" __global__ void repro_combine(const float* __restrict__ partial, const void* __restrict__ bias, int bias_dtype,
+                                         float* __restrict__ out, int B, long long MN, int N, int S) {
   const long long total = (long long)B * MN;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long b = i / MN, r = i - b * MN;
     const float* p = partial + b * S * MN + r;
     float y = p[0];
     for (int s = 1; s < S; ++s) y = __fadd_rn(y, p[(long long)s * MN]);
-    if (has_bias) y = __fadd_rn(y, bias[r % N]);
+    if (bias) y = __fadd_rn(y, load_as_f32(bias, r % N, bias_dtype));
     out[i] = canonical(y);
   }
 }
