@@ -59,6 +59,10 @@ GEMV_SWEEP_CASES = [(4096, 14336, 1), (14336, 4096, 1), (4096, 4096, 1), (4096, 
 SGEMM_SWEEP = [(8, 16, 3, 2), (8, 16, 4, 2), (8, 8, 3, 2), (8, 8, 4, 2), (16, 16, 3, 2), (16, 8, 3, 2)]
 SGEMM_SWEEP_CASES = [(4096, 4096, 4096), (4096, 14336, 4096), (14336, 4096, 4096), (14336, 4096, 512), (4096, 4096, 512),
                      (3584, 18944, 512), (4096, 4096, 128), (14336, 4096, 256)]  # fmt: skip
+# --sweep-part sgemm-tail: the default SGEMM at every prefill row of the table, whole tiles only
+# against the default launch (the last wave's columns of tiles split by chunk where config.py
+# says).
+SGEMM_TAIL_KINDS = ("sgemm-whole", "sgemm")
 
 
 def bench_ms(fn) -> float:
@@ -138,6 +142,8 @@ def variant_call(kind: str, v: tuple, x: torch.Tensor, n: int):
         if not ck.gemv_persistent_fits(m, n, k, v):
             return None
         return lambda w: ck.gemv_persistent(x, w, None, variant=v)
+    if kind == "sgemm-whole":
+        return lambda w: ck.sgemm(x, w, None, tail_columns=0, variant=v)
     return lambda w: ck.sgemm(x, w, None, split=kind == "sgemm-split", variant=v)
 
 
@@ -158,6 +164,12 @@ def sweep(dev, gen: torch.Generator, bw: float, part: str = "all") -> list[dict]
     for k, n, m in SGEMM_SWEEP_CASES if part in ("all", "sgemm") else []:
         jobs += [("layercast", k, n, m, ())]
         jobs += [(kind, k, n, m, v) for v in SGEMM_SWEEP for kind in ("sgemm", "sgemm-split")]
+    if part == "sgemm-tail":
+        from tasks.reproducible.cuda_kernels import SGEMM_VARIANT
+
+        for name, k, n in SHAPES:
+            for m in PREFILL_M if name in PREFILL_SHAPES else ():
+                jobs += [("layercast", k, n, m, ())] + [(kind, k, n, m, SGEMM_VARIANT) for kind in SGEMM_TAIL_KINDS]
     copies, x, base, base_ok, sample, key = None, None, None, False, "", None
     for kind, k, n, m, v in jobs:
         if key != (k, n, m):
@@ -278,7 +290,8 @@ def main() -> None:
     parser.add_argument("--m", help="only these rows of x (comma-separated M values)")
     parser.add_argument("--sweep", action="store_true", help="also time every kernel variant")
     parser.add_argument("--sweep-only", action="store_true", help="time the kernel variants only")
-    parser.add_argument("--sweep-part", choices=("all", "gemv", "sgemm"), default="all", help="which kernels to sweep")
+    parser.add_argument("--sweep-part", choices=("all", "gemv", "sgemm", "sgemm-tail"), default="all",
+                        help="which kernels to sweep (all: gemv and sgemm)")  # fmt: skip
     parser.add_argument("--json", help="write all figures to this file")
     args = parser.parse_args()
     results = run(args)

@@ -361,6 +361,20 @@ def test_launch_table_is_a_pure_function_of_shape():
         assert key[0] in ("decode", "small", "prefill") and cfg.kernel in ("gemv", "gemv_persistent", "tile")
 
 
+def test_sgemm_splits_only_a_short_last_wave():
+    # 264 programs at once (132 SMs x 2): the last columns of tiles, enough for the tiles past the
+    # last whole wave, are split by chunk when that split wave (ceil(tiles x chunks / 264) / chunks
+    # of a wave) is at most 3/4 of one.
+    assert config.sgemm_tail_columns(32, 112, 8, 264) == 5  # 4096 x 14336 x 4096: 160 tiles, 5/8
+    assert config.sgemm_tail_columns(4, 112, 8, 264) == 46  # 512 x 14336 x 4096: 184 tiles, 6/8
+    assert config.sgemm_tail_columns(4, 148, 7, 264) == 16  # 512 x 18944 x 3584: 64 tiles, 2/7
+    assert config.sgemm_tail_columns(32, 32, 8, 264) == 0  # 256 tiles split: a whole wave again
+    assert config.sgemm_tail_columns(32, 32, 28, 264) == 0  # 28/28
+    assert config.sgemm_tail_columns(4, 132, 8, 264) == 0  # whole waves only
+    assert config.sgemm_tail_columns(4, 50, 8, 264) == 0  # under one wave: launch_config's split rule
+    assert config.sgemm_tail_columns(32, 112, 1, 264) == 0  # one chunk: nothing to split
+
+
 def test_launch_config_validation():
     with pytest.raises(ValueError):
         LaunchConfig("tile", block_m=24)

@@ -149,10 +149,14 @@ def _every_cuda_kernel(x, w, b, what):
         for v in ROW_BLOCK_VARIANTS:
             assert_same_bits(ck.gemv(xc, wc, bc, variant=v), want, f"{what} row-block gemv {v}")
     if k % 8 == 0:
+        ncols = -(-w.shape[0] // 128)
         for v in SGEMM_VARIANTS:
             for split in (False, True):
                 got = ck.sgemm(xc, wc, bc, split=split, variant=v)
                 assert_same_bits(got, want, f"{what} sgemm {v} split={split}")
+            for tail in sorted({1, ncols // 2, ncols - 1} - {0}):  # whole tiles, the last columns split by chunk
+                got = ck.sgemm(xc, wc, bc, tail_columns=tail, variant=v)
+                assert_same_bits(got, want, f"{what} sgemm {v} last {tail} of {ncols} tile columns split")
     return checked
 
 

@@ -111,10 +111,29 @@ PERSISTENT_GEMV_MAX_ROWS = 4
 # program per (tile, chunk) and a combine. At 32 and 64 tiles that was 2x to 4x faster than whole
 # tiles; at 128 and 592 tiles (M = 512) whole tiles were 3% to 7% faster, at 448 about 3% slower
 # (bench/NOTES.md).
-# The partials take S x M x N fp32 values: split only while that stays within this many bytes.
+# The partials take S whole tiles of fp32 per output tile: split only while that stays within this
+# many bytes.
 SPLIT_SGEMM = LaunchConfig("sgemm", split_parallel=True)
 SPLIT_SGEMM_BELOW_TILES = 128
 SPLIT_SGEMM_MAX_PARTIAL_BYTES = 1 << 30
+
+# Whole-tile prefill whose last wave would leave SMs idle (fewer tiles than the GPU runs at once:
+# SMs x programs per SM): the last columns of tiles, enough to hold that wave's tiles, run instead
+# as one program per (tile, chunk), their partials added in index order by a combine, where that
+# split wave is at most this share of a whole wave long (ceil(tiles x chunks / slots) / chunks).
+SGEMM_TAIL_SPLIT_MAX_WAVE = 0.75
+
+
+def sgemm_tail_columns(mtiles: int, ncols: int, chunks: int, slots: int) -> int:
+    """How many of a whole-tile SGEMM's last columns of tiles (mtiles tiles each, ncols columns)
+    to split by chunk (0: none), with `chunks` chunks per tile on a GPU that runs `slots`
+    programs at once."""
+    waves, tail = divmod(mtiles * ncols, slots)
+    if not waves or not tail or chunks < 2:
+        return 0
+    cols = -(-tail // mtiles)
+    return cols if -(-cols * mtiles * chunks // slots) / chunks <= SGEMM_TAIL_SPLIT_MAX_WAVE else 0
+
 
 # Triton fallbacks for weights the CUDA kernels cannot stream (rows not 16-byte aligned, or K not
 # a multiple of 8 for the SGEMM).
@@ -134,7 +153,7 @@ def launch_config(m: int, n: int, k: int) -> LaunchConfig:
     if (
         bucket == "prefill"
         and tiles < SPLIT_SGEMM_BELOW_TILES
-        and split_count(k) * m * n * 4 <= SPLIT_SGEMM_MAX_PARTIAL_BYTES
+        and split_count(k) * tiles * 128 * 128 * 4 <= SPLIT_SGEMM_MAX_PARTIAL_BYTES
     ):
         return SPLIT_SGEMM
     return DEFAULTS[bucket]

@@ -11,9 +11,12 @@
   accelerator (a tensor map per weight, encoded on the host).
 - `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
   fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
-  kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partials for
-  repro_combine. x is read from a k-major fp32 copy made by `repro_transpose`.
-- `repro_combine`: adds the chunk partials in index order (`__fadd_rn`), then the bias.
+  kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partial
+  tiles for `repro_combine_tiles` (every tile of a small output, or the columns of tiles that
+  would make up a large one's last, part-empty wave). x is read from a k-major fp32 copy made by
+  `repro_transpose`.
+- `repro_combine`, `repro_combine_tiles`: add the chunk partials in index order (`__fadd_rn`),
+  then the bias.
 - `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
 
@@ -31,7 +34,7 @@ from pathlib import Path
 import torch
 
 from tasks.reproducible import cuda_rtc
-from tasks.reproducible.config import CHUNK, GEMV_ROWS, split_count
+from tasks.reproducible.config import CHUNK, GEMV_ROWS, sgemm_tail_columns, split_count
 
 NVRTC_OPTIONS = ["-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true"]
 
@@ -79,8 +82,8 @@ def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGE
 
 
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 13, "repro_sgemm<": 11, "repro_combine": 8,
-            "repro_rank_sum": 4, "repro_transpose": 7}  # fmt: skip
+_NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 13, "repro_sgemm<": 12, "repro_combine_tiles": 10,
+            "repro_combine": 8, "repro_rank_sum": 4, "repro_transpose": 7}  # fmt: skip
 # Parameters passed by value as tensor maps, per kernel family.
 _TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
 
@@ -88,7 +91,7 @@ NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
     + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
-    + ["repro_combine", "repro_rank_sum", "repro_transpose"]
+    + ["repro_combine", "repro_combine_tiles", "repro_rank_sum", "repro_transpose"]
 )
 
 _lock = threading.Lock()
@@ -332,10 +335,14 @@ def sgemm(
     bias: torch.Tensor | None,
     *,
     split: bool = False,
+    tail_columns: int | None = None,
     variant: tuple[int, int, int, int] | None = None,
 ) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] and weight [N, K] (16-bit rows, gemv_supports, K % 8 == 0).
-    `split`: one program per (tile, chunk), the partials added by repro_combine."""
+    Whole 128 x 128 tiles, but the last `tail_columns` columns of tiles (default:
+    config.sgemm_tail_columns for this GPU) split by chunk; `split`: every tile split. Split tiles
+    run one program per (tile, chunk), their partials added in index order by
+    repro_combine_tiles."""
     m, k = x.shape
     n = weight.shape[0]
     if k % 8 or not gemv_supports(weight):
@@ -343,20 +350,36 @@ def sgemm(
     variant = variant or SGEMM_VARIANT
     dev = x.device
     mp = (m + SGEMM_TILE - 1) // SGEMM_TILE * SGEMM_TILE
+    mtiles, ncols, chunks = mp // SGEMM_TILE, -(-n // SGEMM_TILE), split_count(k)
+    if split:
+        tail_columns = ncols
+    elif tail_columns is None:
+        tail_columns = sgemm_tail_columns(mtiles, ncols, chunks, _device_limits(dev.index)[0] * variant[3])
+    tail_columns = min(tail_columns, ncols) if chunks > 1 else 0
     xt = transpose_to_f32(x, mp)  # columns past M feed outputs that are never stored
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    chunks = split_count(k) if split else 1
-    partial = torch.empty((1, chunks, m, n), dtype=torch.float32, device=dev) if split else out
-    b = _as_kernel_input(bias.to(dev)) if bias is not None and not split else None
-    grid = (mp // SGEMM_TILE, (n + SGEMM_TILE - 1) // SGEMM_TILE, chunks)
-    launcher(sgemm_name(weight.dtype == torch.float16, split, variant))(
-        grid, sgemm_threads(variant), sgemm_smem_bytes(split, variant),
-        xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k,
-        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
-        out.data_ptr(), partial.data_ptr(), m, n, k,
-    )  # fmt: skip
-    if split:
-        combine(partial, bias, out)
+    b = _as_kernel_input(bias.to(dev)) if bias is not None else None
+    b_args = (b.data_ptr(), _DTYPE_CODES[b.dtype]) if b is not None else (0, 0)
+    fp16, threads = weight.dtype == torch.float16, sgemm_threads(variant)
+    args = (xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k)
+    first = ncols - tail_columns
+    if first:
+        launcher(sgemm_name(fp16, False, variant))(
+            (mtiles, first, 1), threads, sgemm_smem_bytes(False, variant),
+            *args, *b_args, out.data_ptr(), 0, m, n, k, 0,
+        )  # fmt: skip
+    if tail_columns:
+        tiles = mtiles * tail_columns
+        partial = torch.empty((chunks, tiles, SGEMM_TILE * SGEMM_TILE), dtype=torch.float32, device=dev)
+        launcher(sgemm_name(fp16, True, variant))(
+            (mtiles, tail_columns, chunks), threads, sgemm_smem_bytes(True, variant),
+            *args, 0, 0, out.data_ptr(), partial.data_ptr(), m, n, k, first,
+        )  # fmt: skip
+        blocks = max(1, min(-(-partial[0].numel() // 256), 65535))
+        launcher("repro_combine_tiles")(
+            (blocks, 1, 1), 256, 0,
+            partial.data_ptr(), *b_args, out.data_ptr(), m, n, mtiles, first, tiles, chunks,
+        )  # fmt: skip
     return out
 
 

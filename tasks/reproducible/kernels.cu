@@ -380,16 +380,18 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
 // fp32 copy, xt [K, ldx]) go straight to shared memory through an NS-stage cp.async pipeline;
 // weight tiles ([N, K] 16-bit) are copied one tile ahead by cp.async and upcast into a
 // double-buffered fp32 tile by the thread that copied them. Each output is one __fmaf_rn chain
-// per chunk over k in order. Without SPLIT a program walks every chunk and adds each chain into
-// the thread's running total (shared memory) at the chunk's end; with SPLIT, program z computes
-// chunk z alone and writes its partial [S, M, N] for repro_combine (more programs when the tiles
-// alone would not fill the GPU). Past the chunk's end x is zero-filled and the weight is -0.0, so
-// padded products are -0.0 (neutral).
+// per chunk over k in order. Program (x, y) takes the output tile at rows 128 x, columns
+// 128 (ntile0 + y). Without SPLIT a program walks every chunk and adds each chain into the
+// thread's running total (shared memory) at the chunk's end; with SPLIT, program (x, y, z)
+// computes chunk z alone and writes it as 128 x 128 values at partial + (z * gridDim.x *
+// gridDim.y + y * gridDim.x + x) * 16384 for repro_combine_tiles (more programs where whole tiles
+// would leave SMs idle: a small output, or the last wave of a large one). Past the chunk's end x
+// is zero-filled and the weight is -0.0, so padded products are -0.0 (neutral).
 template <int TM, int BK, int NS, int MINB, bool SPLIT, bool FP16>
 __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
     const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, float* __restrict__ partial,
-    int M, int N, int K) {
+    int M, int N, int K, int ntile0) {
   constexpr int THREADS = 16384 / (TM * 8);
   constexpr int WM = 128 / (4 * TM);             // warps along m
   constexpr int BV = BK * 16;                    // 16-byte weight vectors per tile
@@ -404,7 +406,7 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int am = (warp % WM) * 4 * TM + (lane / 8) * 4;  // rows am + q*16 + i
   const int bnn = (warp / WM) * 64 + (lane % 8) * 4;     // columns bnn + q*32 + j
-  const int m0 = blockIdx.x * 128, n0 = blockIdx.y * 128;
+  const int m0 = blockIdx.x * 128, n0 = (ntile0 + blockIdx.y) * 128;
   const int kbeg = SPLIT ? blockIdx.z * CHUNK : 0;
   const int klen = (SPLIT ? min(K, kbeg + CHUNK) : K) - kbeg;
   const int ntiles = (klen + BK - 1) / BK;
@@ -528,15 +530,16 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
   }
   cp_wait<0>();
 
-  // With SPLIT, this chunk's chains go to its partial; otherwise the running totals, plus the bias.
-  float* dst = SPLIT ? partial + (size_t)blockIdx.z * M * N : out;
+  // With SPLIT, this chunk's chains go to its partial tile, whole (what lies past M or N is never
+  // combined); otherwise the running totals, plus the bias, to the output.
+  float* ptile = partial + (((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x) * 16384;
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const int m = m0 + am + (i >> 2) * 16 + (i & 3);
-    if (m >= M) continue;
+    const int r = am + (i >> 2) * 16 + (i & 3), m = m0 + r;
+    if (!SPLIT && m >= M) continue;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int n = n0 + bnn + h * 32;
+      const int c = bnn + h * 32, n = n0 + c;
       float v[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -548,7 +551,10 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
           v[j] = canonical(y);
         }
       }
-      store_row4(dst + (size_t)m * N + n, v, n, N);
+      if (SPLIT)
+        *reinterpret_cast<float4*>(ptile + r * 128 + c) = make_float4(v[0], v[1], v[2], v[3]);
+      else
+        store_row4(out + (size_t)m * N + n, v, n, N);
     }
   }
 }
@@ -579,6 +585,24 @@ extern "C" __global__ void repro_combine(const float* __restrict__ partial, cons
     for (int s = 1; s < S; ++s) y = __fadd_rn(y, p[(long long)s * MN]);
     if (bias) y = __fadd_rn(y, load_as_f32(bias, r % N, bias_dtype));
     out[i] = canonical(y);
+  }
+}
+
+// The SGEMM's split tiles: partial [S][ntiles][128 x 128] (tile t of the launch is the output tile
+// at rows 128 (t % mtiles), columns 128 (ntile0 + t / mtiles)) -> out [M, N]: chunk partials in
+// index order, then the bias.
+extern "C" __global__ void repro_combine_tiles(const float* __restrict__ partial, const void* __restrict__ bias,
+                                               int bias_dtype, float* __restrict__ out, int M, int N, int mtiles,
+                                               int ntile0, int ntiles, int S) {
+  const long long total = (long long)ntiles * 16384;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+    const int t = (int)(i >> 14), r = (int)(i >> 7) & 127, c = (int)i & 127;
+    const int m = t % mtiles * 128 + r, n = (ntile0 + t / mtiles) * 128 + c;
+    if (m >= M || n >= N) continue;
+    float y = partial[i];
+    for (int s = 1; s < S; ++s) y = __fadd_rn(y, partial[(long long)s * total + i]);
+    if (bias) y = __fadd_rn(y, load_as_f32(bias, n, bias_dtype));
+    out[(size_t)m * N + n] = canonical(y);
   }
 }
 
