@@ -25,7 +25,7 @@ from tasks.reproducible.cpu_reference import (
     fma_f32,
     reproducible_matmul_cpu,
 )
-from tasks.reproducible.gemm import reproducible_matmul
+from tasks.reproducible.gemm import reproducible_bmm, reproducible_matmul
 from tasks.reproducible.linear import ReproducibleLinear, patch_linear_layers
 from tasks.reproducible.ops import exp as repro_exp
 
@@ -424,6 +424,18 @@ def test_matmul_argument_checks():
     with pytest.raises(ValueError):
         reproducible_matmul(x, torch.randn(4, 9).bfloat16())
     assert reproducible_matmul(torch.randn(0, 8), torch.randn(4, 8).bfloat16()).shape == (0, 4)
+
+
+def test_no_features_give_the_bias():
+    # K = 0, like nn.Linear(0, N): no chunks, the empty sum +0.0, then the bias (a -0.0 bias gives
+    # +0.0, a NaN bias the canonical NaN).
+    bias = torch.tensor([1.5, -0.0, float("nan"), -3.0]).bfloat16()
+    y = reproducible_matmul(torch.randn(2, 3, 0), torch.randn(4, 0).bfloat16(), bias)
+    assert y.shape == (2, 3, 4) and y.dtype == torch.float32
+    assert bits(y[..., 0]).eq(bits(torch.tensor(1.5))).all() and bits(y[..., 1]).eq(0).all()
+    assert bits(y[..., 2]).eq(CANONICAL_NAN_BITS).all() and y[..., 3].eq(-3.0).all()
+    assert bits(reproducible_matmul(torch.randn(5, 0), torch.randn(4, 0).bfloat16())).eq(0).all()
+    assert reproducible_bmm(torch.randn(3, 2, 0), torch.randn(3, 4, 0).bfloat16()).eq(0).all()
 
 
 # --- deterministic elementwise pieces ---------------------------------------------------------

@@ -87,10 +87,14 @@ def reproducible_bmm_cpu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
     """fp32 [B, M, N] = x [B, M, K] @ weight[B, N, K].T (+ bias [N]) in the reproducible order."""
     if x.dim() != 3 or weight.dim() != 3 or x.shape[0] != weight.shape[0] or x.shape[2] != weight.shape[2]:
         raise ValueError(f"need x [B, M, K] and weight [B, N, K], got {tuple(x.shape)} and {tuple(weight.shape)}")
-    partials = chain_partials(_exact_f32(x.cpu(), "x"), _exact_f32(weight.cpu(), "weight"))
-    y = partials[:, 0]
-    for s in range(1, partials.shape[1]):
-        y = y + partials[:, s]
+    x32, w32 = _exact_f32(x.cpu(), "x"), _exact_f32(weight.cpu(), "weight")
+    if x.shape[2] == 0:  # no chunks: the empty sum, +0.0
+        y = torch.zeros(x.shape[0], x.shape[1], weight.shape[1])
+    else:
+        partials = chain_partials(x32, w32)
+        y = partials[:, 0]
+        for s in range(1, partials.shape[1]):
+            y = y + partials[:, s]
     if bias is not None:
         y = y + _exact_f32(bias.cpu(), "bias").reshape(1, 1, -1)
     return canonicalize_nan(y)
@@ -102,7 +106,7 @@ def reproducible_matmul_cpu(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
     k = x.shape[-1]
     if weight.dim() != 2 or weight.shape[1] != k:
         raise ValueError(f"weight must be [N, {k}], got {tuple(weight.shape)}")
-    y = reproducible_bmm_cpu(x.reshape(1, -1, k), weight[None], bias)
+    y = reproducible_bmm_cpu(x.reshape(1, lead.numel(), k), weight[None], bias)
     return y.reshape(*lead, weight.shape[0])
 
 

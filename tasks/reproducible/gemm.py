@@ -57,10 +57,10 @@ def reproducible_matmul(
     if device != weight.device or (bias is not None and bias.device != device):
         raise ValueError("x, weight and bias must be on one device")
     lead = x.shape[:-1]
-    if device.type == "cpu":
-        return reproducible_matmul_cpu(x, weight, bias)
-    if device.type != "cuda":
+    if device.type not in ("cpu", "cuda"):
         raise ValueError(f"unsupported device {device}")
+    if device.type == "cpu" or k == 0:  # K = 0: +0.0 (+ bias), a few CPU adds give every device's bits
+        return reproducible_matmul_cpu(x, weight, bias).to(device)
     x2 = x.reshape(-1, k)
     m = x2.shape[0]
     if m == 0:
@@ -85,12 +85,10 @@ def reproducible_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     whole batch on the CPU; one kernel launch per entry on the GPU (same bits either way)."""
     if x.dim() != 3 or weight.dim() != 3 or x.shape[0] != weight.shape[0]:
         raise ValueError(f"need x [B, M, K] and weight [B, N, K], got {tuple(x.shape)} and {tuple(weight.shape)}")
-    if x.device.type == "cpu":
-        if weight.dtype not in WEIGHT_DTYPES:
-            raise TypeError(f"weight must be bfloat16 or float16, got {weight.dtype}")
-        return reproducible_bmm_cpu(x, weight)
     if weight.dtype not in WEIGHT_DTYPES:
         raise TypeError(f"weight must be bfloat16 or float16, got {weight.dtype}")
+    if x.device.type == "cpu" or x.shape[2] == 0:  # K = 0 as in reproducible_matmul
+        return reproducible_bmm_cpu(x, weight).to(x.device)
     with torch.cuda.device(x.device):
         if x.shape[1] <= 16 and cuda_kernels.gemv_supports(weight):
             return cuda_kernels.gemv_batched(x, weight)
