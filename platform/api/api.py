@@ -27,7 +27,7 @@ from api.schemas import (
 )
 from catalog.prompt import build_prompt
 from leaderboards import metrics
-from leaderboards.comparisons import compare_hardware, compare_models
+from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, output_agreement
 from leaderboards.ranking import leaderboard
 from submissions.models import Evaluation, Hardware, Problem, Submission
 from submissions.queueing import backlog, queue_position
@@ -90,8 +90,15 @@ def _submission_out(sub: Submission, user) -> dict:
         "code": sub.code if sub.code_visible_to(user) else None,
         "finished": all(ev.finished for ev in evaluations),
         "evaluations": [_evaluation_summary(ev) for ev in evaluations],
+        "outputs": _agreement_out(output_agreement([sub.pk]).get(sub.pk)),
         "url": sub.get_absolute_url(),
     }
+
+
+def _agreement_out(agreement: OutputAgreement | None) -> dict | None:
+    if agreement is None:
+        return None
+    return {"hardware": agreement.hardware, "identical": agreement.identical, "groups": agreement.groups}
 
 
 def _submission(pk: int) -> Submission:
@@ -267,6 +274,8 @@ def get_hardware_comparison(
                 "speedup_a": r.evaluation_a.speedup,
                 "speedup_b": r.speedup_b,
                 "bitwise_identical": r.bitwise_identical,
+                "identical_on_every_hardware": r.every_hardware.identical if r.every_hardware else None,
+                "hardware_with_digests": r.every_hardware.hardware if r.every_hardware else 0,
             }
             for r in cmp.rows
         ],

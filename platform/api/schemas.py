@@ -96,6 +96,12 @@ class EvaluationOut(EvaluationSummary):
     result: dict[str, Any] | None
 
 
+class OutputAgreementOut(Schema):
+    hardware: int = Field(..., description="hardware whose current result has an output digest")
+    identical: bool | None = Field(..., description="the same bits on every one of them; null below two")
+    groups: list[list[str]] = Field(..., description="hardware slugs grouped by digest, the largest group first")
+
+
 class SubmissionOut(Schema):
     id: int
     problem: str
@@ -109,6 +115,9 @@ class SubmissionOut(Schema):
     code: str | None = Field(None, description="only for its owner and admins")
     finished: bool
     evaluations: list[EvaluationSummary]
+    outputs: OutputAgreementOut | None = Field(
+        None, description="public-trial outputs across every hardware it ran on (null before any digest)"
+    )
     url: str
 
 
@@ -156,6 +165,10 @@ class PairOut(Schema):
     speedup_a: float | None
     speedup_b: float | None
     bitwise_identical: bool | None
+    identical_on_every_hardware: bool | None = Field(
+        None, description="outputs identical on every hardware the submission ran on, not only a and b"
+    )
+    hardware_with_digests: int = 0
 
 
 class HardwareComparisonOut(Schema):

@@ -137,9 +137,45 @@ def model_tags(hardware: Hardware | None = None) -> list[str]:
 
 
 @dataclass(frozen=True)
+class OutputAgreement:
+    """One submission's public-trial output digests on every hardware it ran on (current, visible
+    results): the hardware slugs grouped by digest, the largest group first."""
+
+    groups: tuple[tuple[str, ...], ...]
+
+    @property
+    def hardware(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def identical(self) -> bool | None:
+        """Whether every hardware gave the same bits; None below two hardware."""
+        return None if self.hardware < 2 else len(self.groups) == 1
+
+
+def output_agreement(submission_ids) -> dict[int, OutputAgreement]:
+    """Per submission id (those with at least one digest): its outputs across hardware, in one query."""
+    by_digest: dict[int, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    rows = (
+        current()
+        .filter(submission_id__in=list(submission_ids), hidden=False)
+        .exclude(output_digest__isnull=True)
+        .exclude(output_digest="")
+        .values_list("submission_id", "hardware__slug", "output_digest")
+    )
+    for submission_id, slug, digest in rows:
+        by_digest[submission_id][digest].append(slug)
+    return {
+        sid: OutputAgreement(tuple(sorted((tuple(sorted(g)) for g in groups.values()), key=lambda g: (-len(g), g))))
+        for sid, groups in by_digest.items()
+    }
+
+
+@dataclass(frozen=True)
 class PairedResult:
     evaluation_a: Evaluation
     evaluation_b: Evaluation
+    every_hardware: OutputAgreement | None = None  # the submission on all hardware, not just these two
 
     @property
     def speedup_b(self) -> float | None:
@@ -218,11 +254,12 @@ def compare_hardware(a: Hardware, b: Hardware, problem: Problem | None = None, l
             "submission_id", "speedup", "status", "output_digest"
         )
     }
+    agreement = output_agreement(partners)
     total, both_correct, identical, compared, ratio = pair_summary(a, b, problem)
     return HardwareComparison(
         a=a,
         b=b,
-        rows=[PairedResult(ev, partners[ev.submission_id]) for ev in shown],
+        rows=[PairedResult(ev, partners[ev.submission_id], agreement.get(ev.submission_id)) for ev in shown],
         total=total,
         both_correct=both_correct,
         identical=identical,

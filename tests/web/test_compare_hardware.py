@@ -16,6 +16,26 @@ def test_speedups_side_by_side_with_bitwise_verdict(client, submit, worker, make
     assert response.context["chart"]["data"]["datasets"][0]["data"] == [{"x": 1.0, "y": 2.0}]
 
 
+def test_rows_say_whether_outputs_match_on_every_hardware(client, submit, worker, make_result, user, problem, cpu):
+    from submissions.sync import hardware_from_profile
+
+    h200, b200 = hardware_from_profile("h200x2", "h200", 2), hardware_from_profile("b200x2", "b200", 2)
+    h200.save()
+    b200.save()
+    sub = submit(user, problem, [cpu, h200, b200])
+    for ev, digest in zip(sub.evaluations.order_by("hardware__slug"), "aab", strict=True):  # b200, cpu, h200
+        worker.finish(ev, make_result(ev, digest=digest))
+    body = client.get("/compare/hardware/?a=cpu&b=b200x2").content.decode()
+    assert "bitwise identical" in body and "differ across 3" in body and 'title="b200x2, cpu | h200x2"' in body
+    pairs = client.get("/api/compare/hardware?a=cpu&b=b200x2").json()["pairs"]
+    assert pairs[0]["bitwise_identical"] is True
+    assert pairs[0]["identical_on_every_hardware"] is False and pairs[0]["hardware_with_digests"] == 3
+    outputs = client.get(f"/api/submissions/{sub.pk}").json()["outputs"]
+    assert outputs == {"hardware": 3, "identical": False, "groups": [["b200x2", "cpu"], ["h200x2"]]}
+    page = client.get(sub.get_absolute_url()).content.decode()
+    assert "they differ between hardware" in page and "b200x2, cpu | h200x2" in page
+
+
 def test_needs_two_different_hardware(client, cpu):
     response = client.get("/compare/hardware/?a=cpu&b=cpu")
     assert response.context["comparison"] is None and "Choose two different hardware" in response.content.decode()

@@ -1,7 +1,7 @@
 import pytest
 
 from leaderboards import metrics
-from leaderboards.comparisons import compare_hardware, compare_models
+from leaderboards.comparisons import compare_hardware, compare_models, output_agreement
 from submissions.models import Evaluation
 from submissions.sync import hardware_from_profile
 
@@ -90,3 +90,29 @@ def test_hardware_comparison_pairs_the_same_submission(submit, worker, make_resu
     by_tag = {r.evaluation_a.submission.model_tag: r for r in cmp.rows}
     assert by_tag["gpt-5.5"].bitwise_identical is True and by_tag["other"].bitwise_identical is False
     assert compare_hardware(cpu, h200, problem=problem).total == 2
+
+
+def test_outputs_across_every_hardware(submit, worker, make_result, user, problem, cpu):
+    # cpu, h200x2 and b200x2 run two ranks each, so equal per-rank outputs give equal digests.
+    h200 = hardware_from_profile("h200x2", "h200", 2)
+    b200 = hardware_from_profile("b200x2", "b200", 2)
+    h200.save()
+    b200.save()
+    same = submit(user, problem, [cpu, h200, b200])
+    differ = submit(user, problem, [cpu, h200, b200], model_tag="other")
+    alone = submit(user, problem, [cpu], model_tag="third")
+    for sub, digests in ((same, "aaa"), (differ, "aab")):
+        for ev, d in zip(sub.evaluations.order_by("hardware__slug"), digests, strict=True):  # b200, cpu, h200
+            worker.finish(ev, make_result(ev, digest=d))
+    worker.finish(alone.evaluations.get(), make_result(alone.evaluations.get()))
+    agreement = output_agreement([same.pk, differ.pk, alone.pk])
+    assert agreement[same.pk].identical is True and agreement[same.pk].groups == (("b200x2", "cpu", "h200x2"),)
+    assert agreement[differ.pk].identical is False and agreement[differ.pk].hardware == 3
+    assert agreement[differ.pk].groups == (("b200x2", "cpu"), ("h200x2",))
+    assert agreement[alone.pk].identical is None and agreement[alone.pk].hardware == 1
+    # the pair cpu/b200 agrees, but the row says the submission differs on its third hardware
+    row = {r.evaluation_a.submission_id: r for r in compare_hardware(cpu, b200).rows}[differ.pk]
+    assert row.bitwise_identical is True and row.every_hardware.identical is False
+    # a hidden result leaves the comparison
+    Evaluation.objects.filter(submission=differ, hardware=h200).update(hidden=True)
+    assert output_agreement([differ.pk])[differ.pk].identical is True

@@ -31,6 +31,20 @@ def test_shapes_per_rank_and_charts(client, judged, user, problem, cpu):
     assert "not meaningful" in body  # cpu mode
 
 
+def test_outputs_on_every_hardware(client, submit, worker, make_result, user, problem, cpu):
+    from submissions.sync import hardware_from_profile
+
+    h200 = hardware_from_profile("h200x2", "h200", 2)  # two ranks, like cpu: comparable digests
+    h200.save()
+    sub = submit(user, problem, [cpu, h200])
+    first, second = sub.evaluations.order_by("pk")
+    worker.finish(first, make_result(first))
+    assert "Outputs on the public trial" not in client.get(sub.get_absolute_url()).content.decode()  # one so far
+    worker.finish(second, make_result(second))
+    live = client.get(f"/submissions/{sub.pk}/status/").content.decode()
+    assert "bitwise identical on every hardware it ran on</span> (cpu, h200x2)" in live
+
+
 def test_errors_are_stated_plainly(client, judged, user, problem, cpu):
     ev = judged(user, problem, cpu, status="compile_error")
     body = client.get(f"/submissions/{ev.submission_id}/").content.decode()
