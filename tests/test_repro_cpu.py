@@ -426,6 +426,21 @@ def test_matmul_argument_checks():
     assert reproducible_matmul(torch.randn(0, 8), torch.randn(4, 8).bfloat16()).shape == (0, 4)
 
 
+def test_backward_raises_instead_of_dropping_gradients():
+    layer = ReproducibleLinear(8, 4)  # parameters require grad, as nn.Linear's do
+    x = torch.randn(2, 8)
+    y = layer(x)
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="forward-only"):
+        y.sum().backward()
+    with torch.no_grad():
+        plain = layer(x)
+    assert not plain.requires_grad and torch.equal(bits(plain), bits(y.detach()))
+    q = torch.randn(3, 2, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="forward-only"):
+        reproducible_bmm(q, torch.randn(3, 4, 8).bfloat16()).sum().backward()
+
+
 def test_no_features_give_the_bias():
     # K = 0, like nn.Linear(0, N): no chunks, the empty sum +0.0, then the bias (a -0.0 bias gives
     # +0.0, a NaN bias the canonical NaN).

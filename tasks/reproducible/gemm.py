@@ -4,6 +4,10 @@ CPU tensors go through the exact emulation (cpu_reference.py). CUDA tensors go t
 kernel the configuration table names for the shape: the CUDA GEMVs for decode and small batches
 (the persistent one for up to four rows of x), the CUDA SGEMM for prefill, Triton tiles where a
 weight's layout suits neither. Every path computes the same bits; the table only decides speed.
+
+Forward only: no gradient is defined. Where autograd would record the call (an input requires
+grad and grad mode is on), the result carries a backward that raises, instead of one that would
+silently give no gradient to x and the weight.
 """
 
 from __future__ import annotations
@@ -33,6 +37,26 @@ def effective_config(m: int, weight: torch.Tensor, config: LaunchConfig | None =
     return cfg
 
 
+class _ForwardOnly(torch.autograd.Function):
+    """Records a reproducible product in the autograd graph with a backward that says why there
+    is none."""
+
+    @staticmethod
+    def forward(ctx, fn, *inputs):
+        return fn(*inputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "the reproducible matmul is forward-only (its fixed-order kernels define no gradient): run it under "
+            "torch.no_grad() or torch.inference_mode(), or train with nn.Linear"
+        )
+
+
+def _records_grad(*tensors: torch.Tensor | None) -> bool:
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
 def reproducible_matmul(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, config: LaunchConfig | None = None
 ) -> torch.Tensor:
@@ -40,6 +64,8 @@ def reproducible_matmul(
 
     `config` overrides the table's launch (tests use it to show the launch does not matter).
     """
+    if _records_grad(x, weight, bias):
+        return _ForwardOnly.apply(lambda *a: reproducible_matmul(*a, config=config), x, weight, bias)
     if weight.dim() != 2:
         raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
     if weight.dtype not in WEIGHT_DTYPES:
@@ -83,6 +109,8 @@ def reproducible_matmul(
 def reproducible_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """fp32 [B, M, N]: for each b, reproducible_matmul(x[b], weight[b]). One emulation for the
     whole batch on the CPU; one kernel launch per entry on the GPU (same bits either way)."""
+    if _records_grad(x, weight):
+        return _ForwardOnly.apply(reproducible_bmm, x, weight)
     if x.dim() != 3 or weight.dim() != 3 or x.shape[0] != weight.shape[0]:
         raise ValueError(f"need x [B, M, K] and weight [B, N, K], got {tuple(x.shape)} and {tuple(weight.shape)}")
     if weight.dtype not in WEIGHT_DTYPES:

@@ -15,7 +15,8 @@ class ReproducibleLinear(nn.Module):
     """y = x @ W.T + b with W kept in bf16 or fp16 and upcast in registers, accumulated in fp32
     in a fixed order (config.py). Returns x's dtype by default (fp32 in, fp32 out), or
     `out_dtype` if given; the rounding of the fp32 result to a narrower dtype is itself exact
-    and deterministic. The bias is kept in fp32."""
+    and deterministic. The bias is kept in fp32. Inference only: a backward pass through it
+    raises (see gemm.py)."""
 
     def __init__(
         self,
