@@ -51,8 +51,21 @@ def plan(
     return planned, skipped
 
 
+def outputs_text(sub: dict) -> str:
+    """Whether the submission's public-trial outputs were the same bits on every hardware it ran
+    on (blank below two hardware with digests)."""
+    outputs = sub.get("outputs") or {}
+    if outputs.get("identical") is None:
+        return ""
+    if outputs["identical"]:
+        return f"identical on {outputs['hardware']} hardware"
+    return "differ: " + " | ".join(", ".join(group) for group in outputs["groups"])
+
+
 def progress_table(submissions: list[dict]) -> Table:
     table = Table("submission", "problem", "model", "hardware", "state", "status", "speedup", "reason")
+    verdicts = [f"#{sub['id']} outputs {text}" for sub in submissions if (text := outputs_text(sub))]
+    table.caption = "\n".join(verdicts) or None
     for sub in submissions:
         for ev in sub["evaluations"]:
             state = ev["state"] if ev["state"] != "running" else f"running: {ev['stage']}"

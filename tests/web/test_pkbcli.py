@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from rich.console import Console
 
-from pkbcli.cli import main, plan
+from pkbcli.cli import main, outputs_text, plan, progress_table
 from pkbcli.naming import RunDirectory, parse_run_directory, parse_solution_file
 
 
@@ -54,6 +55,19 @@ def test_plan_maps_files_to_problems(tmp_path):
     planned, skipped = plan([single], problems, model="human", backend="pytorch", problem="allreduce")
     assert [(p.problem, p.model_tag, p.backend) for p in planned] == [("allreduce", "human", "pytorch")]
     assert plan([single], problems, model=None, backend=None, problem="allreduce")[1]  # no model tag
+
+
+def test_outputs_across_hardware_in_the_table():
+    evaluations = [{"hardware": hw, "state": "done", "status": "correct", "speedup": 1.0} for hw in ("cpu", "h200")]
+    sub = {"id": 7, "problem": "repro_linear", "model_tag": "m", "evaluations": evaluations}
+    same = dict(sub, outputs={"hardware": 2, "identical": True, "groups": [["cpu", "h200"]]})
+    differ = dict(sub, outputs={"hardware": 2, "identical": False, "groups": [["cpu"], ["h200"]]})
+    assert outputs_text(same) == "identical on 2 hardware" and outputs_text(differ) == "differ: cpu | h200"
+    assert outputs_text(sub) == "" and outputs_text(dict(sub, outputs={"hardware": 1, "identical": None})) == ""
+    console = Console(width=80, record=True)
+    console.print(progress_table([differ, dict(same, id=8)]))
+    text = console.export_text()
+    assert "#7 outputs differ: cpu | h200" in text and "#8 outputs identical on 2 hardware" in text
 
 
 @pytest.mark.django_db(transaction=True)
