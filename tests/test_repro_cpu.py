@@ -361,6 +361,30 @@ def test_launch_table_is_a_pure_function_of_shape():
         assert key[0] in ("decode", "small", "prefill") and cfg.kernel in ("gemv", "gemv_persistent", "tile")
 
 
+@pytest.mark.parametrize(
+    ("capability", "decode", "prefill"),
+    [((9, 0), "gemv_persistent", "sgemm"), ((8, 6), "gemv", "sgemm"), ((7, 5), "tile", "tile")],
+)
+def test_launches_follow_the_gpu_generation(monkeypatch, capability, decode, prefill):
+    # The tensor-memory accelerator needs sm_90, cp.async sm_80; older GPUs take the Triton tiles
+    # (the same bits: every launch computes the order of config.py).
+    from tasks.reproducible import cuda_kernels
+    from tasks.reproducible.gemm import effective_config
+
+    monkeypatch.setattr(cuda_kernels, "_capability", lambda index: capability)
+    monkeypatch.setattr(cuda_kernels, "_device_limits", lambda index: (132, 227 * 1024))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    cuda_kernels._persistent_plan.cache_clear()
+    try:
+        weight = torch.zeros(4096, 4096, dtype=torch.bfloat16)
+        assert effective_config(1, weight).kernel == decode
+        assert effective_config(16, weight).kernel == ("gemv" if capability >= (8, 0) else "tile")
+        assert effective_config(4096, weight).kernel == prefill
+        assert cuda_kernels.kernels_run_on(0) == (capability >= (8, 0))
+    finally:
+        cuda_kernels._persistent_plan.cache_clear()
+
+
 def test_sgemm_splits_only_a_short_last_wave():
     # 264 programs at once (132 SMs x 2): the last columns of tiles, enough for the tiles past the
     # last whole wave, are split by chunk when that split wave (ceil(tiles x chunks / 264) / chunks

@@ -21,7 +21,9 @@
   buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
 
 Built with -fmad=false (every fused multiply-add is an explicit __fmaf_rn), -ftz=false,
--prec-div=true and -prec-sqrt=true: IEEE fp32 with subnormals.
+-prec-div=true and -prec-sqrt=true: IEEE fp32 with subnormals, for the device's own architecture.
+The GEMVs and the SGEMM need sm_80 (`kernels_run_on`), the persistent GEMV sm_90; on older GPUs
+those kernels trap and are never launched.
 """
 
 from __future__ import annotations
@@ -124,6 +126,18 @@ def _device_limits(index: int) -> tuple[int, int]:
     return props.multi_processor_count, int(getattr(props, "shared_memory_per_block_optin", 48 * 1024))
 
 
+@functools.cache
+def _capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def kernels_run_on(index: int) -> bool:
+    """Whether the GEMV and SGEMM kernels run on CUDA device `index`: their copies need cp.async
+    (sm_80). Older GPUs take the Triton tiles (same bits); the combine, transpose and rank-sum
+    kernels run anywhere."""
+    return _capability(index) >= (8, 0)
+
+
 def max_dynamic_smem() -> int:
     """Shared memory one program may use on the current device (opt-in maximum)."""
     return _device_limits(torch.cuda.current_device())[1]
@@ -207,7 +221,7 @@ def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PER
 def _persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int], device: int) -> PersistentPlan | None:
     most_stages, per_sm = variant
     s = split_count(k)
-    if s > PERSISTENT_THREADS:
+    if s > PERSISTENT_THREADS or _capability(device) < (9, 0):  # the tensor-memory accelerator: sm_90
         return None
     sms, smem_max = _device_limits(device)
     programs = max(1, min(n, sms * per_sm))

@@ -25,7 +25,7 @@ INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 def effective_config(m: int, weight: torch.Tensor, config: LaunchConfig | None = None) -> LaunchConfig:
     """The launch reproducible_matmul makes for M rows of x on this CUDA weight: `config` or the
     table's, unless its kernel cannot take the problem (x too large for the persistent GEMV's
-    shared memory, a weight layout the CUDA kernels cannot stream)."""
+    shared memory, a weight layout the CUDA kernels cannot stream, a GPU older than the kernel)."""
     n, k = weight.shape
     cfg = config or launch_config(m, n, k)
     if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k):
@@ -34,6 +34,8 @@ def effective_config(m: int, weight: torch.Tensor, config: LaunchConfig | None =
         cfg = DECODE_TILE
     if cfg.kernel == "sgemm" and (k % 8 or not cuda_kernels.gemv_supports(weight)):
         cfg = PREFILL_TILE
+    if cfg.kernel != "tile" and not cuda_kernels.kernels_run_on(weight.device.index):
+        cfg = DECODE_TILE if m <= 64 else PREFILL_TILE
     return cfg
 
 
@@ -118,7 +120,7 @@ def reproducible_bmm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     if x.device.type == "cpu" or x.shape[2] == 0:  # K = 0 as in reproducible_matmul
         return reproducible_bmm_cpu(x, weight).to(x.device)
     with torch.cuda.device(x.device):
-        if x.shape[1] <= 16 and cuda_kernels.gemv_supports(weight):
+        if x.shape[1] <= 16 and cuda_kernels.gemv_supports(weight) and cuda_kernels.kernels_run_on(x.device.index):
             return cuda_kernels.gemv_batched(x, weight)
         return torch.stack([reproducible_matmul(x[b], weight[b]) for b in range(x.shape[0])])
 

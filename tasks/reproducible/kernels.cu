@@ -4,17 +4,29 @@
 
 #define CANONICAL_NAN 0x7fc00000
 
+// Compiled for the device's own architecture: kernels that need a newer one keep their signature
+// and trap, and cuda_kernels.py never launches them there (cp.async needs sm_80, the
+// tensor-memory accelerator and its mbarriers sm_90). Everything else runs on any GPU.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define REPRO_SM80 1
+#endif
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define REPRO_SM90 1
+#endif
+
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   unsigned r;
   asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
   return r;
 }
+#ifdef REPRO_SM80
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+#endif
 
 __device__ __forceinline__ float lo16(unsigned v, bool fp16) {
   if (fp16) { float f; unsigned short h = (unsigned short)(v & 0xffffu); asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -76,6 +88,7 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
     const void* __restrict__ x, int x_dtype, long long ldx, long long x_batch, const unsigned short* __restrict__ w,
     long long ldw, long long w_batch, const void* __restrict__ bias, int bias_dtype, float* __restrict__ out,
     float* __restrict__ partial, int M, int N, int K, int mblocks) {
+#ifdef REPRO_SM80
   constexpr int ROW_B = KT * 2 + 16;  // 16 bytes of padding keep 16-byte row reads conflict-free
   constexpr int ROWS_CTA = ROWS * R;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -194,10 +207,14 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
         if (m0 + m < M) partial[((size_t)s * M + (m0 + m)) * N + n] = acc[j][m];
     }
   }
+#else
+  __trap();
+#endif
 }
 
 // mbarrier and tensor-copy (TMA, sm_90) helpers for the persistent GEMV.
 struct alignas(64) TensorMap { unsigned long long opaque[16]; };  // a CUtensorMap, encoded on the host
+#ifdef REPRO_SM90
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }
@@ -223,6 +240,7 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
   asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(0), "r"(bar) : "memory");
 }
+#endif
 
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
 // are split evenly over the programs, and each program walks its rows in groups of G <= 256 / S
@@ -245,6 +263,7 @@ template <int MB, bool FP16>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     const __grid_constant__ TensorMap wmap, int merged, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
+#ifdef REPRO_SM90
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -371,6 +390,9 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
       }
     }
   }
+#else
+  __trap();
+#endif
 }
 
 // Prefill: a 128 x 128 output tile per program, 16384 / (TM * 8) threads, each TM x 8 outputs held
@@ -392,6 +414,7 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
     const float* __restrict__ xt, long long ldx, const unsigned short* __restrict__ w, long long ldw,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, float* __restrict__ partial,
     int M, int N, int K, int ntile0) {
+#ifdef REPRO_SM80
   constexpr int THREADS = 16384 / (TM * 8);
   constexpr int WM = 128 / (4 * TM);             // warps along m
   constexpr int BV = BK * 16;                    // 16-byte weight vectors per tile
@@ -557,6 +580,9 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
         store_row4(out + (size_t)m * N + n, v, n, N);
     }
   }
+#else
+  __trap();
+#endif
 }
 
 // x [M, K] (fp32, bf16 or fp16 rows at stride ldx) -> xt [K, ldt] fp32, the SGEMM's k-major copy
