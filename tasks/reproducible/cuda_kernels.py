@@ -172,6 +172,17 @@ def _as_kernel_input(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
+def _bias_input(bias: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    """An optional bias as the kernels read it, on their device (the caller keeps it alive until
+    the launch)."""
+    return _as_kernel_input(bias.to(device)) if bias is not None else None
+
+
+def _input_args(t: torch.Tensor | None) -> tuple[int, int]:
+    """The (pointer, dtype code) parameter pair of an optional kernel input: (0, 0) for none."""
+    return (t.data_ptr(), _DTYPE_CODES[t.dtype]) if t is not None else (0, 0)
+
+
 def _require_gemv_weight(weight: torch.Tensor) -> None:
     if not gemv_supports(weight):
         raise ValueError("the GEMV needs 16-bit weight rows, 16-byte aligned, with strides that are multiples of 8")
@@ -272,7 +283,7 @@ def gemv_persistent(
     if plan is None:
         raise ValueError(f"the persistent GEMV does not fit shared memory at M={m} (capacity {mb}), K={k}")
     x = _as_kernel_input(x)
-    b = _as_kernel_input(bias.to(x.device)) if bias is not None else None
+    b = _bias_input(bias, x.device)
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     # One row's stride does not matter; the map needs a multiple of 16 bytes all the same.
     row_stride = weight.stride(0) if n > 1 else -(-k // 8) * 8
@@ -281,9 +292,8 @@ def gemv_persistent(
     wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
-        wmap, int(merged), plan.stages, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0) if m > 1 else k,
-        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(),
-        m, n, k, plan.group,
+        wmap, int(merged), plan.stages, *_input_args(x), x.stride(0) if m > 1 else k, *_input_args(b),
+        out.data_ptr(), m, n, k, plan.group,
     )  # fmt: skip
     return out
 
@@ -305,15 +315,14 @@ def gemv_batched(
     mblocks = (m + mb - 1) // mb
     out = torch.empty((bsz, m, n), dtype=torch.float32, device=dev)
     partial = torch.empty((bsz, s, m, n), dtype=torch.float32, device=dev) if s > 1 else out
-    b = _as_kernel_input(bias.to(dev)) if bias is not None and s == 1 else None
+    b = _bias_input(bias, dev) if s == 1 else None  # with chunk partials, the combine adds it
     ldw = weight.stride(1) if n > 1 else k
     w_batch = weight.stride(0) if bsz > 1 else 0
     rows = GEMV_THREADS * variant[0]
     grid = ((n + rows - 1) // rows, s, bsz * mblocks)
     launcher(gemv_name(mb, weight.dtype == torch.float16, variant))(
         grid, GEMV_THREADS, gemv_smem_bytes(mb, variant),
-        x.data_ptr(), _DTYPE_CODES[x.dtype], ldx, x_batch, weight.data_ptr(), ldw, w_batch,
-        b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0, out.data_ptr(),
+        *_input_args(x), ldx, x_batch, weight.data_ptr(), ldw, w_batch, *_input_args(b), out.data_ptr(),
         partial.data_ptr(), m, n, k, mblocks,
     )  # fmt: skip
     if s > 1:
@@ -338,7 +347,7 @@ def transpose_to_f32(x: torch.Tensor, rows: int) -> torch.Tensor:
     xt = torch.empty((k, rows), dtype=torch.float32, device=x.device)
     if m and k:
         launcher("repro_transpose")(
-            (-(-k // 64), -(-m // 64), 1), 256, 0, x.data_ptr(), _DTYPE_CODES[x.dtype], x.stride(0), xt.data_ptr(), rows, m, k
+            (-(-k // 64), -(-m // 64), 1), 256, 0, *_input_args(x), x.stride(0), xt.data_ptr(), rows, m, k
         )  # fmt: skip
     return xt
 
@@ -372,8 +381,8 @@ def sgemm(
     tail_columns = min(tail_columns, ncols) if chunks > 1 else 0
     xt = transpose_to_f32(x, mp)  # columns past M feed outputs that are never stored
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
-    b = _as_kernel_input(bias.to(dev)) if bias is not None else None
-    b_args = (b.data_ptr(), _DTYPE_CODES[b.dtype]) if b is not None else (0, 0)
+    b = _bias_input(bias, dev)
+    b_args = _input_args(b)
     fp16, threads = weight.dtype == torch.float16, sgemm_threads(variant)
     args = (xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k)
     first = ncols - tail_columns
@@ -400,13 +409,12 @@ def sgemm(
 def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
     """out[b, m, n] = partial[b, 0] + partial[b, 1] + ... (index order) + bias, NaN canonical."""
     bsz, s, m, n = partial.shape
-    b = _as_kernel_input(bias.to(out.device)) if bias is not None else None
+    b = _bias_input(bias, out.device)
     threads = 256
     blocks = max(1, min((bsz * m * n + threads - 1) // threads, 65535))
     launcher("repro_combine")(
         (blocks, 1, 1), threads, 0,
-        partial.data_ptr(), b.data_ptr() if b is not None else 0, _DTYPE_CODES[b.dtype] if b is not None else 0,
-        out.data_ptr(), bsz, m * n, n, s,
+        partial.data_ptr(), *_input_args(b), out.data_ptr(), bsz, m * n, n, s,
     )  # fmt: skip
 
 
