@@ -26,14 +26,14 @@ SHAPES = [  # (what, M, N, K)
 ]
 
 
-def seconds(fn, x: torch.Tensor, w: torch.Tensor, repeat: int = 3) -> float:
-    """Best of `repeat` wall times of fn(x, w)."""
+def timed(fn, x: torch.Tensor, w: torch.Tensor, repeat: int = 3) -> tuple[float, torch.Tensor]:
+    """Best of `repeat` wall times of fn(x, w), and its result."""
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        fn(x, w)
+        result = fn(x, w)
         best = min(best, time.perf_counter() - start)
-    return best
+    return best, result
 
 
 def main() -> None:
@@ -48,12 +48,11 @@ def main() -> None:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(1, m, k, generator=g).to(torch.bfloat16).float()
         w = (torch.randn(1, n, k, generator=g) * k**-0.5).to(torch.bfloat16).float()
-        emulated = seconds(chain_partials_emulated, x, w, repeat=1)
+        emulated, want = timed(chain_partials_emulated, x, w, repeat=1)
         line = f"{what:44s} M={m:3d} N={n:6d} K={k:5d}: emulation {emulated:7.3f} s"
         if built:
-            compiled = seconds(cpu_native.chain_partials, x, w)
-            same = torch.equal(cpu_native.chain_partials(x, w).view(torch.int32),
-                               chain_partials_emulated(x, w).view(torch.int32))  # fmt: skip
+            compiled, got = timed(cpu_native.chain_partials, x, w)
+            same = torch.equal(got.view(torch.int32), want.view(torch.int32))
             line += f", compiled {compiled:7.3f} s ({emulated / compiled:5.1f}x), same bits {'yes' if same else 'NO'}"
         print(line, flush=True)
 
