@@ -152,6 +152,11 @@ class OutputAgreement:
         """Whether every hardware gave the same bits; None below two hardware."""
         return None if self.hardware < 2 else len(self.groups) == 1
 
+    @property
+    def label(self) -> str:
+        """The groups as text: hardware with the same bits joined by ", ", groups by " | "."""
+        return " | ".join(", ".join(g) for g in self.groups)
+
 
 def output_agreement(submission_ids) -> dict[int, OutputAgreement]:
     """Per submission id (those with at least one digest): its outputs across hardware, in one query."""
