@@ -28,6 +28,8 @@ from tasks.reproducible.cpu_reference import (
 from tasks.reproducible.gemm import reproducible_bmm, reproducible_matmul
 from tasks.reproducible.linear import ReproducibleLinear, patch_linear_layers
 from tasks.reproducible.ops import exp as repro_exp
+from tasks.reproducible.ops import rms_norm as repro_rms_norm
+from tasks.reproducible.ops import row_sum as repro_row_sum
 
 F32_MAX = Fraction(struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0])
 
@@ -487,6 +489,19 @@ def test_exp_is_accurate_and_handles_the_range():
     assert float(((got - want).abs() / want).max()) < 1e-6
     assert repro_exp(torch.tensor([-1000.0])).item() < 1e-37
     assert math.isfinite(repro_exp(torch.tensor([1000.0])).item())
+
+
+def test_rms_norm_takes_a_correctly_rounded_root():
+    """The root is fl32(sqrt(mean + eps)), as an IEEE fp32 square root would give: PyTorch's
+    vectorized fp32 sqrt is off by an ulp for many inputs on some CPU builds, which made the
+    decode block's CPU digests differ from the GPU's."""
+    h = torch.randn(256, 96, generator=torch.Generator().manual_seed(3)) * 3
+    g = (torch.rand(96, generator=torch.Generator().manual_seed(4)) + 0.5).bfloat16()
+    eps = 1e-5
+    mean = repro_row_sum(h * h) / torch.full((1,), 96.0)
+    roots = [math.sqrt(v) for v in (mean + eps).flatten().tolist()]  # fp64: exact enough to round once
+    rms = torch.tensor(roots, dtype=torch.float64).float().reshape(-1, 1)
+    assert torch.equal(bits(repro_rms_norm(h, g, eps)), bits((h / rms) * g.float()))
 
 
 # --- the problems, at world 2 on the CPU --------------------------------------------------------

@@ -8,7 +8,8 @@ down projections row-parallel followed by an all-reduce. Every rank returns the 
 Every number is defined exactly (tasks/reproducible/ops.py, tasks/reproducible/gemm.py):
 - every dot product and row sum is a reproducible GEMM (chunks of 512 k, fp32 FMA chains in
   order, chunk partials added in order); row sums multiply by a bf16 ones vector;
-- RMSNorm: (h / sqrt(sum(h*h) / D + eps)) * g, eps = 1e-5;
+- RMSNorm: (h / sqrt(sum(h*h) / D + eps)) * g, eps = 1e-5, the root correctly rounded to fp32
+  (an IEEE fp32 square root; the reference takes it in fp64 and rounds);
 - rotary embedding, rotate-half convention, with the given cos and sin;
 - the new key and value are rounded to bf16 and appended to the cache (position T);
 - softmax: e = exp(s - max), e / sum(e), with exp built from IEEE operations (ops.exp);

@@ -1,8 +1,9 @@
 """Reproducible building blocks beyond the GEMM, for a transformer decode step.
 
 Every operation here is either one IEEE-754 fp32 operation per element (add, subtract, multiply,
-divide, sqrt, comparisons, integer bit operations: correctly rounded, hence identical on any CPU or
-GPU) or a reduction through `reproducible_matmul`, whose order is fixed. Each elementwise step is
+divide, comparisons, integer bit operations: correctly rounded, hence identical on any CPU or
+GPU), a square root taken in fp64 and rounded to fp32, or a reduction through
+`reproducible_matmul`, whose order is fixed. Each elementwise step is
 its own eager PyTorch operation, so no compiler can fuse a multiply and an add into an FMA.
 Library transcendental functions (exp, rsqrt) differ between CPU and GPU implementations, so exp
 is built here from multiplies and adds. Division by a tensor, never by a Python number (PyTorch's
@@ -53,7 +54,9 @@ def row_sum(x: torch.Tensor) -> torch.Tensor:
 def rms_norm(h: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     sq = h * h
     mean = row_sum(sq) / torch.full((1,), float(h.shape[-1]), device=h.device)
-    rms = torch.sqrt(mean + eps)
+    # fp32 sqrt is not correctly rounded on every CPU build of PyTorch (some vectorized kernels are
+    # off by an ulp for a fifth of inputs); the fp64 root rounded to fp32 is, wherever it runs.
+    rms = torch.sqrt((mean + eps).double()).float()
     return (h / rms) * weight.float()
 
 
