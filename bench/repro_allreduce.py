@@ -7,7 +7,8 @@ W processes, one per GPU with NCCL (or, with --shared-gpu, all on GPU 0 with glo
 all-reduce then stands in for NCCL's). Every rank's partial is random fp32; the expected result is
 ((p_0 + p_1) + p_2) + ... added on the CPU. Sizes: a decode step's hidden state at batch 1 and 16
 (4096 and 65,536 values), a prefill chunk of 512 tokens (2 Mi) and of 4096 tokens (16 Mi).
-Times are per call: a loop of calls between CUDA events on rank 0, after a warm-up.
+Times are per call on rank 0: a loop of eager calls between CUDA events, after a warm-up, and (one
+GPU per rank) the device time of calls replayed from a CUDA graph.
 """
 
 from __future__ import annotations
@@ -41,6 +42,27 @@ def _loop_us(fn, iters: int) -> float:
     return start.elapsed_time(end) * 1e3 / iters
 
 
+def _graph_us(fn, iters: int) -> float:
+    """Per-call device time of `iters` calls captured in one CUDA graph (no host in the way),
+    median of 5 replays."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(iters):
+            fn()
+    times = []
+    for _ in range(5):
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / iters)
+    return sorted(times)[2]
+
+
 def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().contiguous().view(torch.int32)
 
@@ -71,8 +93,12 @@ def _worker(rank: int, world: int, port: int, shared: bool, iters: int, out_path
         scratch = mine.clone()  # the baseline reduces in place; its values only grow, which costs nothing
         det_us = _loop_us(lambda t=mine: deterministic_all_reduce(t, method="symm"), iters)
         base_us = _loop_us(lambda t=scratch: dist.all_reduce(t), iters)
-        rows.append({"numel": n, "deterministic_us": det_us, "baseline_us": base_us, "deterministic_bitwise": det_same,
-                     "baseline_elements_differing": theirs_differ})  # fmt: skip
+        row = {"numel": n, "deterministic_us": det_us, "baseline_us": base_us, "deterministic_bitwise": det_same,
+               "baseline_elements_differing": theirs_differ}  # fmt: skip
+        if not shared:  # gloo calls cannot be captured
+            row["deterministic_graph_us"] = _graph_us(lambda t=mine: deterministic_all_reduce(t, method="symm"), 20)
+            row["baseline_graph_us"] = _graph_us(lambda t=scratch: dist.all_reduce(t), 20)
+        rows.append(row)
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(rows, gathered, dst=0)
     if rank == 0:
@@ -88,6 +114,9 @@ def _worker(rank: int, world: int, port: int, shared: bool, iters: int, out_path
                   f"({row['deterministic_us'] / row['baseline_us']:.2f}x); rank-order sum bit for bit: deterministic "
                   f"{'yes' if row['deterministic_bitwise'] else 'NO'} on every rank, {backend} differs in "
                   f"{100 * row['baseline_elements_differing']:.1f}% of elements", flush=True)  # fmt: skip
+            if "deterministic_graph_us" in row:
+                print(f"{'':9s} in a CUDA graph: deterministic {row['deterministic_graph_us']:8.1f} us, {backend} "
+                      f"{row['baseline_graph_us']:8.1f} us", flush=True)  # fmt: skip
         if out_path:
             with open(out_path, "w") as f:
                 json.dump(result, f, indent=1)

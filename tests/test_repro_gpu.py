@@ -14,7 +14,12 @@ import torch
 import torch.multiprocessing as mp
 
 from tasks.reproducible.config import LaunchConfig
-from tasks.reproducible.cpu_reference import CANONICAL_NAN_BITS, reproducible_bmm_cpu, reproducible_matmul_cpu
+from tasks.reproducible.cpu_reference import (
+    CANONICAL_NAN_BITS,
+    canonicalize_nan,
+    reproducible_bmm_cpu,
+    reproducible_matmul_cpu,
+)
 from tasks.reproducible.gemm import reproducible_bmm, reproducible_matmul
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
@@ -418,3 +423,79 @@ def test_problems_and_allreduce_bitwise_cpu_vs_gpu(tmp_path):
             r0 = torch.load(tmp_path / name)
             r1 = torch.load(tmp_path / name.replace("rank0", "rank1"))
             assert torch.equal(bits(r0), bits(r1)), name
+
+
+# --- the symmetric-memory all-reduce over many calls ---------------------------------------------
+
+ALLREDUCE_SIZES = (1, 1000, 4099, 300_000)  # one block, a scalar tail, several blocks
+
+
+def _partial(call: int, rank: int, n: int) -> torch.Tensor:
+    """Rank `rank`'s partial at call `call`, the same on every rank; with special values."""
+    p = torch.randn(n, generator=torch.Generator().manual_seed(1000 * call + rank)) * 10.0 ** (call % 5)
+    if n > 8 and call % 3 == 0:
+        p[:6] = torch.tensor([float("inf"), float("nan"), -0.0, 1e-40, -1e-45, float("-inf")])
+    return p
+
+
+def _rank_order_sum(call: int, world: int, n: int) -> torch.Tensor:
+    y = _partial(call, 0, n)
+    for r in range(1, world):
+        y = y + _partial(call, r, n)
+    return canonicalize_nan(y)
+
+
+def _allreduce_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    os.environ["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
+    import torch.distributed as dist
+
+    from tasks.reproducible.allreduce import deterministic_all_reduce
+
+    dev = torch.device("cuda", rank % torch.cuda.device_count())  # one GPU per rank where there are enough
+    torch.cuda.set_device(dev)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    failed = []
+    # Eager calls in a rotating order of sizes (each size's buffer alternates its halves), some
+    # from a partial that starts off a 16-byte boundary.
+    for call in range(24):
+        n = ALLREDUCE_SIZES[call % len(ALLREDUCE_SIZES)]
+        p = _partial(call, rank, n).to(dev)
+        if call % 4 == 1:
+            p = torch.cat([torch.zeros(1, device=dev), p])[1:]
+        got = deterministic_all_reduce(p, method="symm")
+        if not torch.equal(bits(got), bits(_rank_order_sum(call, world, n))):
+            failed.append(f"eager call {call} (n={n})")
+    # Captured in a CUDA graph: replays count their calls on the device, so the halves still alternate.
+    static = [torch.zeros(n, device=dev) for n in ALLREDUCE_SIZES[1:3]]
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [deterministic_all_reduce(s, method="symm") for s in static]
+    for replay in range(3):
+        call = 100 + replay
+        for s in static:
+            s.copy_(_partial(call, rank, s.numel()))
+        graph.replay()
+        for s, o in zip(static, outs):
+            if not torch.equal(bits(o), bits(_rank_order_sum(call, world, s.numel()))):
+                failed.append(f"graph replay {replay} (n={s.numel()})")
+    torch.save(failed, os.path.join(out_dir, f"allreduce{rank}.pt"))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_symm_all_reduce_rank_order_over_many_calls(tmp_path, world):
+    """Every call, eager or replayed from a CUDA graph, gives the rank-order fp32 sum on every
+    rank (from three ranks on, the order matters): the on-device call count and the alternating
+    halves keep consecutive calls from reading each other's data."""
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    procs = [ctx.Process(target=_allreduce_worker, args=(r, world, port, str(tmp_path))) for r in range(world)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(600)
+    assert [proc.exitcode for proc in procs] == [0] * world
+    for rank in range(world):
+        assert torch.load(tmp_path / f"allreduce{rank}.pt") == [], f"rank {rank}"

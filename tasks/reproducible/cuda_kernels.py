@@ -17,8 +17,9 @@
   `repro_transpose`.
 - `repro_combine`, `repro_combine_tiles`: add the chunk partials in index order (`__fadd_rn`),
   then the bias.
-- `repro_rank_sum`: the deterministic all-reduce's sum: every rank reads every rank's fp32
-  buffer (symmetric-memory pointers) in rank order 0..W-1 and adds sequentially.
+- `repro_all_reduce`: the deterministic all-reduce in one launch: each rank copies its fp32
+  partial into its symmetric buffer, flags every rank, waits for every rank's flag, and adds
+  all ranks' buffers in rank order 0..W-1 (`__fadd_rn`).
 
 Built with -fmad=false (every fused multiply-add is an explicit __fmaf_rn), -ftz=false,
 -prec-div=true and -prec-sqrt=true: IEEE fp32 with subnormals, for the device's own architecture.
@@ -85,7 +86,7 @@ def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGE
 
 # Parameter counts of each kernel family, for the launchers.
 _NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 13, "repro_sgemm<": 12, "repro_combine_tiles": 10,
-            "repro_combine": 8, "repro_rank_sum": 4, "repro_transpose": 7}  # fmt: skip
+            "repro_combine": 8, "repro_all_reduce": 8, "repro_transpose": 7}  # fmt: skip
 # Parameters passed by value as tensor maps, per kernel family.
 _TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
 
@@ -93,7 +94,7 @@ NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
     + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
-    + ["repro_combine", "repro_combine_tiles", "repro_rank_sum", "repro_transpose"]
+    + ["repro_combine", "repro_combine_tiles", "repro_all_reduce", "repro_transpose"]
 )
 
 _lock = threading.Lock()
@@ -418,9 +419,22 @@ def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor)
     )  # fmt: skip
 
 
-def rank_sum(ptrs_dev: int, world: int, out: torch.Tensor) -> None:
-    """out = buf_0 + buf_1 + ... + buf_{W-1} (fp32, rank order) over symmetric-memory buffers."""
-    n = out.numel()
-    threads = 256
-    blocks = max(1, min((n + threads - 1) // threads, 4096))
-    launcher("repro_rank_sum")((blocks, 1, 1), threads, 0, ptrs_dev, world, out.data_ptr(), n)
+# The all-reduce's blocks (its flags in every rank's buffer are sized for this many).
+ALL_REDUCE_MAX_BLOCKS = 256  # = AR_MAX_BLOCKS in kernels.cu
+
+
+def all_reduce_flag_floats(world: int) -> int:
+    """fp32 slots the all-reduce's flags and call counters take after the data halves."""
+    return 2 * ALL_REDUCE_MAX_BLOCKS * (world + 1)
+
+
+def all_reduce(partial: torch.Tensor, ptrs_dev: int, world: int, rank: int, half: int, out: torch.Tensor) -> None:
+    """out = buf_0 + buf_1 + ... + buf_{W-1} (fp32, rank order) after this rank's 1-D `partial` is
+    copied into its buffer: one launch over symmetric-memory buffers of 2 * half data floats
+    (half >= numel, a multiple of 4) then all_reduce_flag_floats(world), zeroed when made."""
+    n = partial.numel()
+    blocks = max(1, min(ALL_REDUCE_MAX_BLOCKS, -(-n // 4096)))  # one pass of 4 vectors per thread
+    launcher("repro_all_reduce")(
+        (blocks, 1, 1), 256, 0, partial.data_ptr(), int(partial.data_ptr() % 16 == 0), ptrs_dev, world, rank,
+        out.data_ptr(), n, half,
+    )  # fmt: skip

@@ -632,11 +632,90 @@ extern "C" __global__ void repro_combine_tiles(const float* __restrict__ partial
   }
 }
 
-extern "C" __global__ void repro_rank_sum(const unsigned long long* __restrict__ ptrs, int world,
-                                          float* __restrict__ out, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    float y = reinterpret_cast<const volatile float*>(ptrs[0])[i];
-    for (int r = 1; r < world; ++r) y = __fadd_rn(y, reinterpret_cast<const volatile float*>(ptrs[r])[i]);
+// The deterministic all-reduce in one launch, over each rank's symmetric buffer: [2][half] fp32
+// data, then ready[AR_MAX_BLOCKS][world] and calls[AR_MAX_BLOCKS] (u64, zeroed when made). Block b
+// counts its calls (the epoch), copies slice b of this rank's partial into the half the epoch's
+// parity picks, tells every rank (ready[b][rank] = epoch in the peer's buffer), waits until every
+// rank has done the same, and adds slice b of all ranks' halves in rank order 0..W-1. The two
+// halves take turns, so no second barrier is needed: a rank writes a half again only two calls
+// later, after a wait that each peer passes only once it has finished the call that read it
+// (calls on one buffer follow each other on a stream). The epoch lives on the device, so a CUDA
+// graph replays correctly. A wait that outlasts AR_TIMEOUT_NS (a rank died) traps instead of
+// hanging.
+#define AR_MAX_BLOCKS 256
+#define AR_TIMEOUT_NS 20000000000ull
+__device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+extern "C" __global__ void __launch_bounds__(256) repro_all_reduce(
+    const float* __restrict__ in, int in_vec, const unsigned long long* __restrict__ ptrs, int world, int rank,
+    float* __restrict__ out, long long n, long long half) {
+  const int b = blockIdx.x, tid = threadIdx.x;
+  auto flags = [&](int r) { return reinterpret_cast<unsigned long long*>(reinterpret_cast<float*>(ptrs[r]) + 2 * half); };
+  __shared__ unsigned long long epoch_s;
+  if (tid == 0) {
+    unsigned long long* calls = flags(rank) + AR_MAX_BLOCKS * world + b;
+    epoch_s = *calls + 1;
+    *calls = epoch_s;
+  }
+  __syncthreads();
+  const unsigned long long epoch = epoch_s;
+  const long long per = ((n + gridDim.x - 1) / gridDim.x + 3) / 4 * 4;  // 16-byte aligned slices
+  const long long lo = min(n, b * per), hi = min(n, lo + per), vhi = in_vec ? lo + (hi - lo) / 4 * 4 : lo;
+  const long long off = (long long)(epoch & 1) * half;
+  float* mine = reinterpret_cast<float*>(ptrs[rank]) + off;
+  for (long long i = lo + tid * 4; i < vhi; i += 4 * blockDim.x)
+    *reinterpret_cast<float4*>(mine + i) = *reinterpret_cast<const float4*>(in + i);
+  for (long long i = vhi + tid; i < hi; i += blockDim.x) mine[i] = in[i];
+  __syncthreads();
+  if (tid < world) {
+    __threadfence_system();
+    st_release_sys(flags(tid) + b * world + rank, epoch);
+    const unsigned long long* ready = flags(rank) + b * world + tid;
+    const unsigned long long t0 = global_ns();
+    while (ld_acquire_sys(ready) < epoch)
+      if (global_ns() - t0 > AR_TIMEOUT_NS) __trap();
+  }
+  __syncthreads();
+  // Four vectors per thread per pass, each rank's four loads issued together: the reads of peers'
+  // memory are long round trips.
+  const long long ohi = lo + (hi - lo) / 4 * 4;  // the halves and out are 16-byte aligned
+  const long long step = 4LL * blockDim.x;
+  for (long long i0 = lo + tid * 4; i0 < ohi; i0 += 4 * step) {
+    float4 y[4], v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (i0 + u * step < ohi) y[u] = __ldcv(reinterpret_cast<const float4*>(reinterpret_cast<const float*>(ptrs[0]) + off + i0 + u * step));
+    for (int r = 1; r < world; ++r) {
+      const float* peer = reinterpret_cast<const float*>(ptrs[r]) + off;
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (i0 + u * step < ohi) v[u] = __ldcv(reinterpret_cast<const float4*>(peer + i0 + u * step));
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        y[u] = make_float4(__fadd_rn(y[u].x, v[u].x), __fadd_rn(y[u].y, v[u].y), __fadd_rn(y[u].z, v[u].z),
+                           __fadd_rn(y[u].w, v[u].w));
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (i0 + u * step < ohi)
+        *reinterpret_cast<float4*>(out + i0 + u * step) =
+            make_float4(canonical(y[u].x), canonical(y[u].y), canonical(y[u].z), canonical(y[u].w));
+  }
+  for (long long i = ohi + tid; i < hi; i += blockDim.x) {
+    float y = __ldcv(reinterpret_cast<const float*>(ptrs[0]) + off + i);
+    for (int r = 1; r < world; ++r) y = __fadd_rn(y, __ldcv(reinterpret_cast<const float*>(ptrs[r]) + off + i));
     out[i] = canonical(y);
   }
 }
