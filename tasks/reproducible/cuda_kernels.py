@@ -432,6 +432,8 @@ def all_reduce(partial: torch.Tensor, ptrs_dev: int, world: int, rank: int, half
     """out = buf_0 + buf_1 + ... + buf_{W-1} (fp32, rank order) after this rank's 1-D `partial` is
     copied into its buffer: one launch over symmetric-memory buffers of 2 * half data floats
     (half >= numel, a multiple of 4) then all_reduce_flag_floats(world), zeroed when made."""
+    if world > 256:  # one thread of each block flags and waits for each rank
+        raise ValueError(f"the all-reduce kernel takes up to 256 ranks, not {world}")
     n = partial.numel()
     blocks = max(1, min(ALL_REDUCE_MAX_BLOCKS, -(-n // 4096)))  # one pass of 4 vectors per thread
     launcher("repro_all_reduce")(

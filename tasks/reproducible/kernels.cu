@@ -641,9 +641,10 @@ extern "C" __global__ void repro_combine_tiles(const float* __restrict__ partial
 // later, after a wait that each peer passes only once it has finished the call that read it
 // (calls on one buffer follow each other on a stream). The epoch lives on the device, so a CUDA
 // graph replays correctly. A wait that outlasts AR_TIMEOUT_NS (a rank died) traps instead of
-// hanging.
+// hanging: ten minutes, as long as the process group's watchdog waits by default, so that a slow
+// peer is not taken for a dead one.
 #define AR_MAX_BLOCKS 256
-#define AR_TIMEOUT_NS 20000000000ull
+#define AR_TIMEOUT_NS 600000000000ull
 __device__ __forceinline__ unsigned long long ld_acquire_sys(const unsigned long long* p) {
   unsigned long long v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -662,7 +663,9 @@ extern "C" __global__ void __launch_bounds__(256) repro_all_reduce(
     const float* __restrict__ in, int in_vec, const unsigned long long* __restrict__ ptrs, int world, int rank,
     float* __restrict__ out, long long n, long long half) {
   const int b = blockIdx.x, tid = threadIdx.x;
-  auto flags = [&](int r) { return reinterpret_cast<unsigned long long*>(reinterpret_cast<float*>(ptrs[r]) + 2 * half); };
+  auto flags = [&](int r) {
+    return reinterpret_cast<unsigned long long*>(reinterpret_cast<float*>(ptrs[r]) + 2 * half);
+  };
   __shared__ unsigned long long epoch_s;
   if (tid == 0) {
     unsigned long long* calls = flags(rank) + AR_MAX_BLOCKS * world + b;
@@ -675,6 +678,7 @@ extern "C" __global__ void __launch_bounds__(256) repro_all_reduce(
   const long long lo = min(n, b * per), hi = min(n, lo + per), vhi = in_vec ? lo + (hi - lo) / 4 * 4 : lo;
   const long long off = (long long)(epoch & 1) * half;
   float* mine = reinterpret_cast<float*>(ptrs[rank]) + off;
+  auto rank_half = [&](int r) { return reinterpret_cast<const float*>(ptrs[r]) + off; };
   for (long long i = lo + tid * 4; i < vhi; i += 4 * blockDim.x)
     *reinterpret_cast<float4*>(mine + i) = *reinterpret_cast<const float4*>(in + i);
   for (long long i = vhi + tid; i < hi; i += blockDim.x) mine[i] = in[i];
@@ -696,9 +700,9 @@ extern "C" __global__ void __launch_bounds__(256) repro_all_reduce(
     float4 y[4], v[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      if (i0 + u * step < ohi) y[u] = __ldcv(reinterpret_cast<const float4*>(reinterpret_cast<const float*>(ptrs[0]) + off + i0 + u * step));
+      if (i0 + u * step < ohi) y[u] = __ldcv(reinterpret_cast<const float4*>(rank_half(0) + i0 + u * step));
     for (int r = 1; r < world; ++r) {
-      const float* peer = reinterpret_cast<const float*>(ptrs[r]) + off;
+      const float* peer = rank_half(r);
 #pragma unroll
       for (int u = 0; u < 4; ++u)
         if (i0 + u * step < ohi) v[u] = __ldcv(reinterpret_cast<const float4*>(peer + i0 + u * step));
@@ -714,8 +718,8 @@ extern "C" __global__ void __launch_bounds__(256) repro_all_reduce(
             make_float4(canonical(y[u].x), canonical(y[u].y), canonical(y[u].z), canonical(y[u].w));
   }
   for (long long i = ohi + tid; i < hi; i += blockDim.x) {
-    float y = __ldcv(reinterpret_cast<const float*>(ptrs[0]) + off + i);
-    for (int r = 1; r < world; ++r) y = __fadd_rn(y, __ldcv(reinterpret_cast<const float*>(ptrs[r]) + off + i));
+    float y = __ldcv(rank_half(0) + i);
+    for (int r = 1; r < world; ++r) y = __fadd_rn(y, __ldcv(rank_half(r) + i));
     out[i] = canonical(y);
   }
 }
