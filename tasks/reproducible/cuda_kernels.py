@@ -154,10 +154,14 @@ def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int
     return stages * GEMV_THREADS * r * (kt * 2 + 16) + CHUNK * mb * 4
 
 
+# The weights every path takes: 16-bit, loaded as such and upcast in registers.
+WEIGHT_DTYPES = (torch.bfloat16, torch.float16)
+
+
 def gemv_supports(weight: torch.Tensor) -> bool:
     """Rows of 16-bit values at a stride that keeps every row 16-byte aligned."""
     strides = weight.stride()
-    if weight.dtype not in (torch.bfloat16, torch.float16) or strides[-1] != 1:
+    if weight.dtype not in WEIGHT_DTYPES or strides[-1] != 1:
         return False
     outer = zip(strides[:-1], weight.shape[:-1])
     return weight.data_ptr() % 16 == 0 and all(st % 8 == 0 for st, size in outer if size > 1)

@@ -17,8 +17,8 @@ import torch
 from tasks.reproducible import cuda_kernels, triton_gemm
 from tasks.reproducible.config import DECODE_TILE, PREFILL_TILE, LaunchConfig, launch_config
 from tasks.reproducible.cpu_reference import reproducible_bmm_cpu, reproducible_matmul_cpu
+from tasks.reproducible.cuda_kernels import WEIGHT_DTYPES
 
-WEIGHT_DTYPES = (torch.bfloat16, torch.float16)
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
