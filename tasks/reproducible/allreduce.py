@@ -7,9 +7,9 @@ On CUDA the partials go through PyTorch symmetric memory in one kernel launch pe
 every rank, waits for every rank's flag, then reads all buffers in rank order and adds them. Two
 data halves used in turn stand in for a second barrier, and the call counter lives on the device,
 so the call can be captured in a CUDA graph. Calls on one process group and size must follow each
-other on one stream, as collectives do. Elsewhere (gloo, CPU) the partials are
-all-gathered and added in rank order with fp32 tensor adds. Both give the same bits: fp32 addition
-is IEEE on both, and NaNs are canonical in both.
+other on one stream, as collectives do. Elsewhere (gloo, CPU) the partials are all-gathered and
+added in rank order with fp32 tensor adds. Both give the same bits: fp32 addition is IEEE on both,
+and NaNs are canonical in both.
 """
 
 from __future__ import annotations
