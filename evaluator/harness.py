@@ -185,7 +185,10 @@ class Harness:
         rng.manual_seed(seed)
         shared = torch.Generator(device=device)
         shared.manual_seed(shared_seed)
-        ctx = InputContext(self.rank, self.world, dims, self.problem.dtype, device, rng, shared)
+        # A bitwise problem's public-trial digests are compared across hardware (and with `cpu`
+        # mode's), so those draws must be the same bits on every host CPU too.
+        portable_draws = portable and self.problem.bitwise
+        ctx = InputContext(self.rank, self.world, dims, self.problem.dtype, device, rng, shared, portable_draws)
         made = self.problem.make_inputs(ctx)
         made = tuple(made) if isinstance(made, (tuple, list)) else (made,)
         return checks.to_device(made, self.device) if portable else made

@@ -30,6 +30,8 @@ class LoadedProblem:
     tolerance_for: Callable[[int], Tolerance]
     # Inputs the solution may modify; None means "whatever the reference itself modifies".
     mutates: tuple[int, ...] | None
+    # Judged bit for bit: its output digests are compared across hardware.
+    bitwise: bool = False
 
 
 def load_problem(source: dict) -> LoadedProblem:
@@ -43,6 +45,7 @@ def load_problem(source: dict) -> LoadedProblem:
             reference=module.solution,
             tolerance_for=spec.tolerance_for,
             mutates=spec.mutates,
+            bitwise=spec.bitwise,
         )
     if source["kind"] == "pkb":
         return _load_pkb(Path(source["root"]), int(source["id"]), source.get("dtype", "bfloat16"))

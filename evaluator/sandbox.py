@@ -14,10 +14,12 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Passed through from the evaluator's environment when set: what CUDA, compilers and NCCL need.
+# Passed through from the evaluator's environment when set: what CUDA, compilers and NCCL need,
+# and the SIMD level PyTorch's CPU kernels may use.
 PASSTHROUGH = (
     "PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "LD_LIBRARY_PATH",
     "CC", "CXX", "TORCH_CUDA_ARCH_LIST", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE", "TMPDIR",
+    "ATEN_CPU_CAPABILITY",
 )
 # NVLink multicast stays off in every process we start (it can take a shared host's GPUs down).
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}

@@ -151,7 +151,9 @@ def dtype_bytes(dtype: str) -> int:
 @dataclass
 class InputContext:
     """What `make_inputs` gets on each rank. `rng` differs per rank; `shared_rng` is identical on
-    every rank (for replicated weights). Both are seeded by the evaluator from a secret."""
+    every rank (for replicated weights). Both are seeded by the evaluator from a secret.
+    `portable`: draws on a CPU generator give the same bits on every CPU (for bitwise problems,
+    whose output digests are compared across hardware), at some cost in speed."""
 
     rank: int
     world_size: int
@@ -160,6 +162,7 @@ class InputContext:
     device: "torch.device"
     rng: "torch.Generator"
     shared_rng: "torch.Generator"
+    portable: bool = False
 
     def _gen(self, shared: bool) -> "torch.Generator":
         return self.shared_rng if shared else self.rng
@@ -167,7 +170,14 @@ class InputContext:
     def randn(self, *size: int, dtype: Any = None, shared: bool = False, scale: float = 1.0) -> "torch.Tensor":
         import torch
 
-        out = torch.randn(*size, generator=self._gen(shared), device=self.device, dtype=torch.float32)
+        gen = self._gen(shared)
+        if self.portable and gen.device.type == "cpu":  # torch.randn's CPU values vary with SIMD
+            from tasks import portable_random
+
+            shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else size
+            out = portable_random.normal(shape, gen).to(self.device)
+        else:
+            out = torch.randn(*size, generator=gen, device=self.device, dtype=torch.float32)
         if scale != 1.0:
             out.mul_(scale)
         return out.to(dtype or self.dtype)

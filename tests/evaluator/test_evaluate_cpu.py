@@ -54,6 +54,21 @@ def test_reference_as_solution_is_correct(problem, world_size):
     assert no_leftovers()
 
 
+def test_bitwise_public_digests_do_not_depend_on_the_cpus_simd(monkeypatch):
+    """A bitwise problem's public trial is drawn portably: the digests are the same whether
+    PyTorch's CPU kernels use AVX2/AVX-512 or no SIMD at all (torch.randn's values are not)."""
+    digests = []
+    for capability in (None, "default"):
+        if capability:
+            monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
+        else:
+            monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+        doc = run("repro_tp_row_linear", reference("repro_tp_row_linear"), shapes=["tiny"], warmup=1, iters=1, trials=1)
+        assert doc["status"] == "correct", doc["reason"]
+        digests.append(doc["shapes"][0]["digests"])
+    assert digests[0] == digests[1]
+
+
 @pytest.mark.parametrize("world_size", [2, 4])
 @pytest.mark.parametrize("problem", ["allreduce", "allgather"])
 def test_off_by_one_rank_is_incorrect_and_names_the_rank(problem, world_size):
