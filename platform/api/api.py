@@ -27,7 +27,7 @@ from api.schemas import (
 )
 from catalog.prompt import build_prompt
 from leaderboards import metrics
-from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, output_agreement
+from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
 from submissions.models import Evaluation, Hardware, Problem, Submission
 from submissions.queueing import backlog, queue_position
@@ -90,7 +90,7 @@ def _submission_out(sub: Submission, user) -> dict:
         "code": sub.code if sub.code_visible_to(user) else None,
         "finished": all(ev.finished for ev in evaluations),
         "evaluations": [_evaluation_summary(ev) for ev in evaluations],
-        "outputs": _agreement_out(output_agreement([sub.pk]).get(sub.pk)),
+        "outputs": _agreement_out(submission_outputs(sub.pk)),
         "url": sub.get_absolute_url(),
     }
 

@@ -176,6 +176,11 @@ def output_agreement(submission_ids) -> dict[int, OutputAgreement]:
     }
 
 
+def submission_outputs(submission_id: int) -> OutputAgreement | None:
+    """One submission's outputs across hardware (None before any digest)."""
+    return output_agreement([submission_id]).get(submission_id)
+
+
 @dataclass(frozen=True)
 class PairedResult:
     evaluation_a: Evaluation

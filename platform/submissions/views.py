@@ -5,7 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
-from leaderboards.comparisons import output_agreement
+from leaderboards.comparisons import submission_outputs
 from submissions.forms import SubmissionForm
 from submissions.models import Hardware, Submission
 from submissions.presenters import evaluation_view
@@ -59,7 +59,7 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
         "submission": sub,
         "owner_view": owner_view,
         "evaluations": evaluations,
-        "outputs": output_agreement([sub.pk]).get(sub.pk),
+        "outputs": submission_outputs(sub.pk),
         "live": any(not e["evaluation"].finished for e in evaluations),
         "now": timezone.now(),
     }
@@ -75,7 +75,7 @@ def status(request: HttpRequest, pk: int) -> HttpResponse:
         "submission": sub,
         "owner_view": sub.code_visible_to(request.user),
         "evaluations": evaluations,
-        "outputs": output_agreement([sub.pk]).get(sub.pk),
+        "outputs": submission_outputs(sub.pk),
         "live": live,
     }
     response = render(request, "submissions/_live.html", context)
