@@ -134,7 +134,7 @@ def _capability(index: int) -> tuple[int, int]:
 
 def kernels_run_on(index: int) -> bool:
     """Whether the GEMV and SGEMM kernels run on CUDA device `index`: their copies need cp.async
-    (sm_80). Older GPUs take the Triton tiles (same bits); the combine, transpose and rank-sum
+    (sm_80). Older GPUs take the Triton tiles (same bits); the combine, transpose and all-reduce
     kernels run anywhere."""
     return _capability(index) >= (8, 0)
 
@@ -423,8 +423,10 @@ def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor)
     )  # fmt: skip
 
 
-# The all-reduce's blocks (its flags in every rank's buffer are sized for this many).
+# The all-reduce's blocks (its flags in every rank's buffer are sized for this many), and threads
+# per block (one flags and waits for each rank, so this many ranks at most).
 ALL_REDUCE_MAX_BLOCKS = 256  # = AR_MAX_BLOCKS in kernels.cu
+ALL_REDUCE_THREADS = 256  # = its __launch_bounds__
 
 
 def all_reduce_flag_floats(world: int) -> int:
@@ -436,11 +438,11 @@ def all_reduce(partial: torch.Tensor, ptrs_dev: int, world: int, rank: int, half
     """out = buf_0 + buf_1 + ... + buf_{W-1} (fp32, rank order) after this rank's 1-D `partial` is
     copied into its buffer: one launch over symmetric-memory buffers of 2 * half data floats
     (half >= numel, a multiple of 4) then all_reduce_flag_floats(world), zeroed when made."""
-    if world > 256:  # one thread of each block flags and waits for each rank
-        raise ValueError(f"the all-reduce kernel takes up to 256 ranks, not {world}")
+    if world > ALL_REDUCE_THREADS:
+        raise ValueError(f"the all-reduce kernel takes up to {ALL_REDUCE_THREADS} ranks, not {world}")
     n = partial.numel()
     blocks = max(1, min(ALL_REDUCE_MAX_BLOCKS, -(-n // 4096)))  # one pass of 4 vectors per thread
     launcher("repro_all_reduce")(
-        (blocks, 1, 1), 256, 0, partial.data_ptr(), int(partial.data_ptr() % 16 == 0), ptrs_dev, world, rank,
-        out.data_ptr(), n, half,
+        (blocks, 1, 1), ALL_REDUCE_THREADS, 0,
+        partial.data_ptr(), int(partial.data_ptr() % 16 == 0), ptrs_dev, world, rank, out.data_ptr(), n, half,
     )  # fmt: skip

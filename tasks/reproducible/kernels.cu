@@ -77,10 +77,10 @@ __device__ __forceinline__ void load8_as_f32(const void* p, long long i, int dty
   for (int e = 0; e < 8; ++e) v[e] = e < valid ? load_as_f32(p, i + e, dtype) : -0.0f;
 }
 
-// Batched: entry b reads x + b*x_batch (MB rows at stride ldx, fp32, bf16 or fp16 as x_dtype says,
-// elements), rows of w + b*w_batch at
-// stride ldw (a multiple of 8, 16-byte aligned), and writes out + b*M*N ([M, N]) or its partials
-// partial + b*S*M*N ([S, M, N]). blockIdx.z = b * mblocks + (row block of MB rows of x).
+// Batched: entry b reads x + b*x_batch (MB rows at stride ldx, in elements of the dtype x_dtype
+// names: fp32, bf16 or fp16), rows of w + b*w_batch at stride ldw (a multiple of 8, 16-byte
+// aligned), and writes out + b*M*N ([M, N]) or its partials partial + b*S*M*N ([S, M, N]).
+// blockIdx.z = b * mblocks + (row block of MB rows of x).
 // Each thread owns R weight rows (tid + j*ROWS): every x value read from shared memory feeds R*MB
 // chains, which keeps the 8- and 16-row kernels from being bound by shared-memory broadcasts.
 template <int MB, int R, int KT, int STAGES, bool FP16>
