@@ -401,6 +401,27 @@ def test_sgemm_splits_only_a_short_last_wave():
     assert config.sgemm_tail_columns(32, 112, 1, 264) == 0  # one chunk: nothing to split
 
 
+def test_persistent_gemv_programs_read_each_weight_row_once_where_they_can():
+    # A program copies whole groups of rows, so a last group past its own rows reads its
+    # neighbour's too: Llama's 4096 rows over 132 programs in groups of 8 read 4224 rows.
+    from tasks.reproducible import cuda_kernels as ck
+
+    assert ck.persistent_programs(4096, 14336, 132) == 128  # (N, K): 32 rows each, 4096 read
+    assert ck.persistent_programs(14336, 4096, 132) == 128  # 112 rows, 4 groups of 28
+    assert ck.persistent_programs(3584, 18944, 132) == 120  # groups of 6: 3960 rows read over 132
+    assert ck.persistent_programs(18944, 3584, 132) == 132  # 19008 over 132, the fewest
+    assert ck.persistent_programs(7, 4096, 132) == 7
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(200):
+        n = int(torch.randint(1, 200_000, (), generator=gen))
+        k = int(torch.randint(1, 40_000, (), generator=gen))
+        programs = ck.persistent_programs(n, k, 132)
+        read, longest = ck._persistent_rows_read(n, k, programs)
+        read_all, longest_all = ck._persistent_rows_read(n, k, min(n, 132))
+        assert min(n, 132) * 7 // 8 <= programs <= min(n, 132)
+        assert n <= read <= read_all and longest <= longest_all
+
+
 def test_launch_config_validation():
     with pytest.raises(ValueError):
         LaunchConfig("tile", block_m=24)

@@ -216,6 +216,35 @@ def persistent_group(n: int, k: int, programs: int) -> int:
     return -(-rows // -(-rows // most))
 
 
+def _persistent_rows_read(n: int, k: int, programs: int) -> tuple[int, int]:
+    """(weight rows all programs read, most rows one program reads). A program copies whole groups,
+    so where its rows are not a multiple of the group, its last group reads on into the next
+    program's rows (past N the copy reads nothing)."""
+    group = persistent_group(n, k, programs)
+    total = most = 0
+    for b in range(programs):
+        begin, end = n * b // programs, n * (b + 1) // programs
+        rows = -(-(end - begin) // group) * group
+        total += min(rows, n - begin)
+        most = max(most, rows)
+    return total, most
+
+
+def persistent_programs(n: int, k: int, most: int) -> int:
+    """Programs of the persistent GEMV, at most `most` (one per SM): of `most` down to 7/8 of it,
+    the count that reads the fewest weight rows without giving any program more to read than
+    `most` programs would; the larger among equals. Decode is bound by the weight's bytes, and
+    rows read twice cost as much as any (Llama's 4096 rows over 132 SMs in groups of 8: 4224 rows
+    read, 4096 over 128; bench/NOTES.md)."""
+    most = max(1, min(n, most))
+    best, (best_total, limit) = most, _persistent_rows_read(n, k, most)
+    for programs in range(most - 1, max(1, most * 7 // 8) - 1, -1):
+        total, longest = _persistent_rows_read(n, k, programs)
+        if longest <= limit and total < best_total:
+            best, best_total = programs, total
+    return best
+
+
 @dataclass(frozen=True)
 class PersistentPlan:
     """How the persistent GEMV runs one problem: programs, rows per group, weight slots, and the
@@ -240,7 +269,7 @@ def _persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int], device: 
     if s > PERSISTENT_THREADS or _capability(device) < (9, 0):  # the tensor-memory accelerator: sm_90
         return None
     sms, smem_max = _device_limits(device)
-    programs = max(1, min(n, sms * per_sm))
+    programs = persistent_programs(n, k, sms * per_sm)
     group = persistent_group(n, k, programs)
     # S boxes of G rows x 128 bytes, each 1024-byte aligned (one merged box of S*G rows never takes more)
     slot = s * -(-group * 128 // 1024) * 1024
