@@ -186,8 +186,9 @@ def test_persistent_gemv_static_shared_memory_is_budgeted():
     from tasks.reproducible import cuda_rtc
 
     for mb in ck.PERSISTENT_MB:
-        fn = ck.launcher(ck.gemv_persistent_name(mb, False)).fn
-        assert cuda_rtc.static_smem(fn) <= ck.PERSISTENT_STATIC_SMEM
+        for x_copy in (False, True):
+            fn = ck.launcher(ck.gemv_persistent_name(mb, False, x_copy)).fn
+            assert cuda_rtc.static_smem(fn) <= ck.PERSISTENT_STATIC_SMEM
 
 
 def test_gemv_reads_nothing_past_k_of_a_padded_weight():
@@ -308,13 +309,22 @@ def test_batched_gemv_matches_the_emulation():
 
 def test_gemv_reads_strided_and_misaligned_x_in_its_own_dtype():
     # x is read in place in its own dtype: views whose rows start off a 16-byte boundary (one value
-    # at a time) or on one (eight at a time), with a row stride larger than K.
+    # at a time) or on one (eight at a time), with a row stride larger than K. At K = 4104 x takes
+    # the persistent GEMV two round trips: its producer copies x where the rows and their stride
+    # are 16-byte aligned (the last case), its computing threads load it where not.
     from tasks.reproducible import cuda_kernels as ck
 
-    for i, (m, n, k, offset) in enumerate(((16, 300, 1032, 3), (9, 130, 1024, 8), (2, 70, 520, 1))):
+    cases = (
+        (16, 300, 1032, 3, 11),
+        (9, 130, 1024, 8, 21),
+        (2, 70, 520, 1, 7),
+        (3, 70, 4104, 1, 7),
+        (3, 70, 4104, 8, 24),
+    )
+    for i, (m, n, k, offset, pad) in enumerate(cases):
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             x, w, b = random_case(m, n, k, seed=300 + i, xdtype=dtype)
-            wide = torch.randn(m, k + 2 * offset + 5).to(dtype)
+            wide = torch.randn(m, k + pad).to(dtype)
             wide[:, offset : offset + k] = x
             xv = wide.cuda()[:, offset : offset + k]
             want = reproducible_matmul_cpu(x, w, b)

@@ -57,6 +57,9 @@ PERSISTENT_THREADS = 256  # computing threads; one more warp issues the copies
 PERSISTENT_KT = 64  # k per stage: a 128-byte row of a swizzled copy box
 PERSISTENT_MAX_STAGES = 8
 PERSISTENT_STATIC_SMEM = 2048  # at least its static shared memory (mbarriers, and what the system reserves)
+# x's 8-k pieces the computing threads load in one round trip (GP_XU per thread); past that, the
+# kernel's producer copies x in before the weights (XCOPY).
+PERSISTENT_X_ONE_TRIP = 4 * PERSISTENT_THREADS
 # Prefill SGEMM: (output rows per thread, k per tile, x pipeline stages, programs per SM).
 SGEMM_VARIANT = (8, 16, 3, 2)
 SGEMM_TILE = 128
@@ -74,8 +77,8 @@ def gemv_name(mb: int, fp16: bool, variant: tuple[int, int, int] | None = None) 
 
 
 @functools.cache
-def gemv_persistent_name(mb: int, fp16: bool) -> str:
-    return f"repro_gemv_persistent<{mb}, {_b(fp16)}>"
+def gemv_persistent_name(mb: int, fp16: bool, x_copy: bool) -> str:
+    return f"repro_gemv_persistent<{mb}, {_b(fp16)}, {_b(x_copy)}>"
 
 
 @functools.cache
@@ -92,7 +95,7 @@ _TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
-    + [gemv_persistent_name(mb, fp16) for mb in PERSISTENT_MB for fp16 in (False, True)]
+    + [gemv_persistent_name(mb, fp16, copy) for mb in PERSISTENT_MB for fp16 in (False, True) for copy in (False, True)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
     + ["repro_combine", "repro_combine_tiles", "repro_all_reduce", "repro_transpose"]
 )
@@ -324,7 +327,8 @@ def gemv_persistent(
     wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, True) if k % CHUNK == 0 else None
     merged = wmap is not None
     wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
-    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16))(
+    x_copy = mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
+    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, x_copy))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
         wmap, int(merged), plan.stages, *_input_args(x), x.stride(0) if m > 1 else k, *_input_args(b),
         out.data_ptr(), m, n, k, plan.group,

@@ -240,6 +240,11 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
   asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
                :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(0), "r"(bar) : "memory");
 }
+// `bytes` (a multiple of 16) from global src to shared dst, both 16-byte aligned, completing on bar.
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
 #endif
 
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
@@ -248,7 +253,12 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
 // and runs its MB fp32 FMA chains over that chunk's k in order; at the group's end the S chunk
 // partials of each row are added in index order by one thread, then the bias: the order of
 // config.py, in one launch, with no partial buffer. x, read once in its own dtype, is kept as fp32
-// in shared memory, -0.0 past K.
+// in shared memory, -0.0 past K. The computing threads load it themselves (GP_XU units of 8 k per
+// thread per round trip); with XCOPY (chosen where that takes two or more round trips: 3 us at
+// K = 14336, which left the weight stream stalled as long), where x's rows are 16-byte aligned and
+// fit the weight slots but one, the producer copies them first instead, into the last slots, and
+// the computing threads upcast them from there while the first weights arrive. Two instantiations
+// because the copy's code, even untaken, slowed the other case by 5% (Qwen qkv at M = 1).
 // Weights: a stage is the next 64 k of every chunk of the group, which one producer thread (warp 8)
 // copies with the tensor-memory accelerator into one of `stages` slots as 128-byte rows, swizzled
 // so that eight rows' 16-byte reads hit eight bank groups: S boxes of G rows (row r of box s is
@@ -259,7 +269,8 @@ __device__ __forceinline__ void tma_load_3d(unsigned dst, const TensorMap* map, 
 #define GP_THREADS 256
 #define GP_MAX_STAGES 8
 #define GP_KT 64
-template <int MB, bool FP16>
+#define GP_XU 4
+template <int MB, bool FP16, bool XCOPY>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     const __grid_constant__ TensorMap wmap, int merged, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
@@ -267,7 +278,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __shared__ __align__(8) unsigned long long full[GP_MAX_STAGES], empty[GP_MAX_STAGES];
+  __shared__ __align__(8) unsigned long long full[GP_MAX_STAGES], empty[GP_MAX_STAGES], x_full, x_empty;
   const int S = (K + CHUNK - 1) / CHUNK;
   const int P = G * S;                  // (row, chunk) pairs in a group, <= GP_THREADS
   const int box_b = (G * 128 + 1023) / 1024 * 1024;  // swizzled boxes start 1024-byte aligned
@@ -280,11 +291,21 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int row_begin = (int)((long long)N * blockIdx.x / gridDim.x);
   const int row_end = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
   const int nstages = (row_end - row_begin + G - 1) / G * TPC;
+  const int x_size = x_dtype ? 2 : 4;
+  const long long x_row_bytes = (long long)K * x_size;
+  const bool x_bulk = XCOPY && reinterpret_cast<size_t>(x) % 16 == 0 && x_row_bytes % 16 == 0 &&
+                      (M == 1 || ldx * x_size % 16 == 0) && M * x_row_bytes <= (long long)(stages - 1) * slot_b;
+  const int x_slots = x_bulk ? (int)((M * x_row_bytes + slot_b - 1) / slot_b) : 0;
+  const unsigned x_raw = ws + (stages - x_slots) * slot_b;  // [M][K] in x's dtype, when x_bulk
 
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(smem_u32(&full[i]), 1);
       mbar_init(smem_u32(&empty[i]), GP_THREADS);
+    }
+    if (XCOPY) {
+      mbar_init(smem_u32(&x_full), 1);
+      mbar_init(smem_u32(&x_empty), GP_THREADS);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -292,9 +313,16 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
 
   if (tid >= GP_THREADS) {  // the producer warp: one thread issues every copy
     if (tid == GP_THREADS) {
+      if (x_bulk) {
+        mbar_arrive_expect(smem_u32(&x_full), (unsigned)(M * x_row_bytes));
+        for (int m = 0; m < M; ++m)
+          bulk_load(x_raw + m * x_row_bytes, static_cast<const char*>(x) + m * ldx * x_size, (unsigned)x_row_bytes,
+                    smem_u32(&x_full));
+      }
       for (int st = 0; st < nstages; ++st) {
         const int slot = st % stages, round = st / stages;
         if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
+        else if (x_bulk && slot >= stages - x_slots) mbar_wait(smem_u32(&x_empty), 0);  // x is still there
         const unsigned bar = smem_u32(&full[slot]);
         mbar_arrive_expect(bar, S * G * 128);
         const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
@@ -307,19 +335,47 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     return;
   }
 
-  // x into shared memory, eight k per unit: each thread issues the loads of four units before it
-  // stores any, so the copy costs about one round trip to L2 per four units, not one per value.
-  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * (x_dtype ? 2 : 4) % 16 == 0);
+  // x into shared memory as fp32, eight k per unit.
   const int units = MB * S * (CHUNK / 8);
-  for (int base = 0; base < units; base += 4 * GP_THREADS) {
-    float v[4][8];
+  if (x_bulk) {  // from the producer's copy
+    mbar_wait(smem_u32(&x_full), 0);
+    for (int u = tid; u < units; u += GP_THREADS) {
+      const int m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
+      const int valid = m < M ? K - k : 0;  // a multiple of 8 for 16-bit x, of 4 for fp32
+      const unsigned src = x_raw + (unsigned)((m * x_row_bytes + (long long)k * x_size));
+      unsigned q[8];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+      for (int e = 0; e < 8; ++e) q[e] = 0x80000000u;  // -0.0
+      if (valid > 0 && x_size == 2) {
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q[0]), "=r"(q[2]), "=r"(q[4]), "=r"(q[6]) : "r"(src));
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+          q[e + 1] = __float_as_uint(hi16(q[e], x_dtype == 2));
+          q[e] = __float_as_uint(lo16(q[e], x_dtype == 2));
+        }
+      } else if (valid > 0) {
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3]) : "r"(src));
+        if (valid > 4)
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q[4]), "=r"(q[5]), "=r"(q[6]), "=r"(q[7]) : "r"(src + 16));
+      }
+      float* dst = xs + m * S * XS + (k / CHUNK) * XS + k % CHUNK;
+      *reinterpret_cast<uint4*>(dst) = make_uint4(q[0], q[1], q[2], q[3]);
+      *reinterpret_cast<uint4*>(dst + 4) = make_uint4(q[4], q[5], q[6], q[7]);
+    }
+    mbar_arrive(smem_u32(&x_empty));
+  }
+  // Else loaded here: each thread issues the loads of GP_XU units before it stores any, so the copy
+  // costs one round trip to L2 per GP_XU units, not one per value.
+  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * x_size % 16 == 0);
+  for (int base = 0; base < (x_bulk ? 0 : units); base += GP_XU * GP_THREADS) {
+    float v[GP_XU][8];
+#pragma unroll
+    for (int j = 0; j < GP_XU; ++j) {
       const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
       load8_as_f32(x, (long long)m * ldx + k, x_dtype, x_vec, u < units && m < M ? K - k : 0, v[j]);
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < GP_XU; ++j) {
       const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
       if (u >= units) break;
       float* dst = xs + m * S * XS + (k / CHUNK) * XS + k % CHUNK;
