@@ -310,8 +310,8 @@ def test_batched_gemv_matches_the_emulation():
 def test_gemv_reads_strided_and_misaligned_x_in_its_own_dtype():
     # x is read in place in its own dtype: views whose rows start off a 16-byte boundary (one value
     # at a time) or on one (eight at a time), with a row stride larger than K. At K = 4104 x takes
-    # the persistent GEMV two round trips: its producer copies x where the rows and their stride
-    # are 16-byte aligned (the last case), its computing threads load it where not.
+    # the persistent GEMV's threads more than one round trip: its producer copies x where the rows
+    # and their stride are 16-byte aligned (the last case), its computing threads load it where not.
     from tasks.reproducible import cuda_kernels as ck
 
     cases = (

@@ -5,10 +5,11 @@
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x and the bias are read in place in
   their own dtype.
-- `repro_gemv_persistent<MB, FP16>`: decode GEMV for up to 4 rows of x in one launch: a program
-  per SM walks its share of the rows in groups, one thread per (row, chunk), and adds each row's
-  chunk partials in index order itself; one more warp copies the weight in with the tensor-memory
-  accelerator (a tensor map per weight, encoded on the host).
+- `repro_gemv_persistent<MB, FP16, XCOPY>`: decode GEMV for up to 4 rows of x in one launch: up
+  to a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
+  each row's chunk partials in index order itself; one more warp copies the weight in with the
+  tensor-memory accelerator (a tensor map per weight, encoded on the host), and with XCOPY x
+  first, where the computing threads would take more than one round trip to load it.
 - `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
   fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
   kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partial
