@@ -437,22 +437,28 @@ def sgemm(
             (mtiles, tail_columns, chunks), threads, sgemm_smem_bytes(True, variant),
             *args, 0, 0, out.data_ptr(), partial.data_ptr(), m, n, k, first,
         )  # fmt: skip
-        blocks = max(1, min(-(-partial[0].numel() // 256), 65535))
         launcher("repro_combine_tiles")(
-            (blocks, 1, 1), 256, 0,
+            _combine_grid(partial[0].numel()), COMBINE_THREADS, 0,
             partial.data_ptr(), *b_args, out.data_ptr(), m, n, mtiles, first, tiles, chunks,
         )  # fmt: skip
     return out
+
+
+COMBINE_THREADS = 256
+
+
+def _combine_grid(outputs: int) -> tuple[int, int, int]:
+    """The grid of a combine kernel, whose threads stride over `outputs` values: a thread per
+    value, up to the grid's 65535 blocks."""
+    return (max(1, min(-(-outputs // COMBINE_THREADS), 65535)), 1, 1)
 
 
 def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
     """out[b, m, n] = partial[b, 0] + partial[b, 1] + ... (index order) + bias, NaN canonical."""
     bsz, s, m, n = partial.shape
     b = _bias_input(bias, out.device)
-    threads = 256
-    blocks = max(1, min((bsz * m * n + threads - 1) // threads, 65535))
     launcher("repro_combine")(
-        (blocks, 1, 1), threads, 0,
+        _combine_grid(bsz * m * n), COMBINE_THREADS, 0,
         partial.data_ptr(), *_input_args(b), out.data_ptr(), bsz, m * n, n, s,
     )  # fmt: skip
 
