@@ -8,7 +8,9 @@ Two times per method: "call", the median of three triton.testing.do_bench median
 rounds that interleave the methods (L2 flushed before every call; includes whatever host launch
 overhead the GPU waits for; the rounds keep a passing stall of the host from landing on one method
 alone), and "device", the median per-call time of CUDA-graph replays of many calls that cycle
-through enough weight copies to miss in L2 (the kernels alone).
+through enough weight copies to miss in L2 (the kernels alone; ours at M <= 4 overlap the call
+ahead, as programmatic launches do back to back: bench/repro_gemv_chain.py compares that with one
+launch after another).
 
     python bench/repro_gemm.py [--quick] [--sweep | --sweep-only] [--json PATH]
 """

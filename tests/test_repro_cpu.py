@@ -683,6 +683,20 @@ def test_launchers_pass_as_many_parameters_as_each_kernel_takes():
         assert match.group(1).count(",") + 1 == count, (name, match.group(1))
 
 
+def test_programmatic_launch_structs_match_the_drivers_layout():
+    # cuLaunchKernelEx reads these blindly: CUlaunchConfig's fields and CUlaunchAttribute's value
+    # at cuda.h's offsets on a 64-bit host, or the launch goes out with garbage.
+    import ctypes
+
+    from tasks.reproducible import cuda_rtc
+
+    cfg, attr = cuda_rtc._LaunchConfig, cuda_rtc._LaunchAttribute
+    offsets = {name: getattr(cfg, name).offset for name in ("grid", "block", "smem", "stream", "attrs", "nattrs")}
+    assert offsets == {"grid": 0, "block": 12, "smem": 24, "stream": 32, "attrs": 40, "nattrs": 48}
+    assert ctypes.sizeof(cfg) == 56
+    assert (attr.id.offset, attr.value.offset, ctypes.sizeof(attr)) == (0, 8, 72)
+
+
 def test_persistent_gemv_refuses_more_rows_than_it_holds():
     from tasks.reproducible import cuda_kernels
 

@@ -236,6 +236,64 @@ def test_persistent_gemv_without_the_one_copy_view(monkeypatch):
         ck._weight_tensor_map.cache_clear()
 
 
+def _chain(x, weights, live, links):
+    """x through `links` persistent GEMVs, link i reading the output of link i - 1. Most links
+    follow the GEMV ahead directly, with its weight; every fourth reads the weight `live`, which a
+    copy kernel rewrites just before it. Each input is dropped as soon as the next link is
+    launched, so the allocator may give a link's output the memory the GEMV ahead is still
+    reading; every fifth output is cloned (another kernel in between) for comparison."""
+    from tasks.reproducible import cuda_kernels as ck
+
+    kept = []
+    for i in range(links):
+        w = weights[i % 2]
+        if i % 4 == 3:
+            live.copy_(weights[(i // 4) % 2])
+            w = live
+        x = ck.gemv_persistent(x, w, None)
+        if i % 5 == 4:
+            kept.append(x.clone())
+    return x, kept
+
+
+def test_persistent_gemv_launched_back_to_back_reads_and_writes_after_the_kernel_ahead(monkeypatch):
+    # Launched as programmatic dependents, consecutive GEMVs overlap: each must still read the x
+    # the GEMV ahead wrote and the weight a copy kernel rewrote just before, and store only once the
+    # kernel ahead is done with what it reads. The same chain launched one kernel after another, in
+    # eager calls and replayed from a CUDA graph, gives the same bits; the first link is checked
+    # against the CPU.
+    from tasks.reproducible import cuda_kernels as ck
+
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("the persistent GEMV and programmatic launches need sm_90")
+    assert ck.PROGRAMMATIC_GEMV
+    g = torch.Generator().manual_seed(71)
+    for m, k in ((1, 4096), (4, 2048)):
+        weights = [(torch.randn(k, k, generator=g) * k**-0.5).bfloat16().cuda() for _ in range(2)]
+        x0 = torch.randn(m, k, generator=g).cuda()
+        live = torch.empty_like(weights[0])
+        links = 24
+        overlapped, outs = _chain(x0, weights, live, links)
+        want_first = reproducible_matmul_cpu(x0.cpu(), weights[0].cpu(), None)
+        live.copy_(weights[0])
+        assert_same_bits(ck.gemv_persistent(x0, live, None), want_first, f"M={m} first link")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            replayed, graph_outs = _chain(x0, weights, live, links)
+        for _ in range(3):
+            graph.replay()
+        torch.cuda.synchronize()
+        monkeypatch.setattr(ck, "PROGRAMMATIC_GEMV", False)
+        serial, serial_outs = _chain(x0, weights, live, links)
+        monkeypatch.setattr(ck, "PROGRAMMATIC_GEMV", True)
+        assert torch.isfinite(serial).all()
+        assert_same_bits(overlapped, serial, f"M={m} {links} links, eager")
+        assert_same_bits(replayed, serial, f"M={m} {links} links, graph")
+        for i, (a, b, c) in enumerate(zip(outs, graph_outs, serial_outs)):
+            assert_same_bits(a, c, f"M={m} link {i}, eager")
+            assert_same_bits(b, c, f"M={m} link {i}, graph")
+
+
 def test_underflowed_chunks_keep_negative_zero():
     # Every chunk chain ends at -0.0 (products underflow); padding the last chunk must not turn
     # it into +0.0 on any path.

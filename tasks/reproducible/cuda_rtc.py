@@ -155,6 +155,28 @@ def _launch_fn():
     return fn
 
 
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: an id, then a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("nattrs", ctypes.c_uint)]  # fmt: skip
+
+
+# CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda.h): the kernel may start before the
+# one ahead of it in the stream has finished, and waits for it itself (griddepcontrol.wait).
+LAUNCH_ATTRIBUTE_PROGRAMMATIC = 6
+
+
+@lru_cache(maxsize=1)
+def _launch_ex_fn():
+    fn = _driver().cuLaunchKernelEx
+    fn.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
 # cuTensorMapEncodeTiled's enums (cuda.h).
 TENSOR_MAP_UINT16 = 1
 TENSOR_MAP_SWIZZLE_128B = 3
@@ -194,7 +216,8 @@ class Launcher:
     values live in a fixed buffer of 8-byte slots (the driver reads 4 bytes for an int, 8 for a
     pointer or int64, little-endian), and the pointer array to them is built once. Parameters
     passed by value as structs (a tensor map) get a buffer of their own and are given as bytes.
-    Launches go to the device's current stream."""
+    Launches go to the device's current stream; a `programmatic` one may start while the kernel
+    ahead of it in the stream finishes (sm_90 and newer; the kernel must wait for it itself)."""
 
     def __init__(
         self, fn: ctypes.c_void_p, nparams: int, struct_params: dict[int, int] | None = None, device: int = 0
@@ -208,8 +231,12 @@ class Launcher:
         self.params = (ctypes.c_void_p * nparams)(*addresses)
         self.nparams = nparams
         self.lock = threading.Lock()
+        self.attr = _LaunchAttribute(id=LAUNCH_ATTRIBUTE_PROGRAMMATIC, value=1)
+        self.config = _LaunchConfig(attrs=ctypes.pointer(self.attr), nattrs=1)
 
-    def __call__(self, grid: tuple[int, int, int], block: int, smem: int, *values: int | bytes) -> None:
+    def __call__(
+        self, grid: tuple[int, int, int], block: int, smem: int, *values: int | bytes, programmatic: bool = False
+    ) -> None:
         if len(values) != self.nparams:
             raise ValueError(f"kernel takes {self.nparams} parameters, got {len(values)}")
         stream = _raw_stream(self.device)
@@ -220,6 +247,13 @@ class Launcher:
                     ctypes.memmove(self.structs[i], v, ctypes.sizeof(self.structs[i]))
                 else:
                     slots[i] = v & 0xFFFFFFFFFFFFFFFF
-            code = _launch_fn()(self.fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, self.params, None)
+            if programmatic:
+                cfg = self.config
+                cfg.grid[:] = grid
+                cfg.block[:] = (block, 1, 1)
+                cfg.smem, cfg.stream = smem, stream
+                code = _launch_ex_fn()(ctypes.byref(cfg), self.fn, self.params, None)
+            else:
+                code = _launch_fn()(self.fn, grid[0], grid[1], grid[2], block, 1, 1, smem, stream, self.params, None)
         if code != 0:
             _check_cu(_driver(), code, "launch")

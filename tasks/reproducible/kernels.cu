@@ -245,6 +245,23 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+// The same boxes fetched into L2 only: a hint, which reads no data into the program.
+__device__ __forceinline__ void tma_prefetch_2d(const TensorMap* map, int k0, int n0) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"
+               :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0) : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int k0, int n0) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
+               :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(0) : "memory");
+}
+// Programmatic dependent launch. A kernel launched as one may start before the kernel ahead of it
+// in the stream has finished: wait_prior_grids() returns once that kernel has completed and its
+// memory is visible, so nothing the kernel ahead writes or reads may be touched before it (an L2
+// prefetch may: every access of the GPU meets in L2, so a prefetched line cannot go stale).
+// Without such a launch the wait returns at once. allow_dependent_grids() lets the next such
+// launch start as this program's resources free up.
+__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_grids() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 #endif
 
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
@@ -272,7 +289,7 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
 #define GP_XU 4
 template <int MB, bool FP16, bool XCOPY>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
-    const __grid_constant__ TensorMap wmap, int merged, int stages, const void* __restrict__ x, int x_dtype, long long ldx,
+    const __grid_constant__ TensorMap wmap, int merged, int stages, int prefetch, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
 #ifdef REPRO_SM90
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
@@ -309,6 +326,18 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // Launched as a programmatic dependent (cuda_kernels.py), the program may start while the kernel
+  // ahead finishes: it fetches the weight boxes of its first `prefetch` stages into L2 meanwhile,
+  // and x, the weight copies and every store wait for that kernel.
+  if (tid == GP_THREADS)
+    for (int st = 0; st < min(prefetch, nstages); ++st) {
+      const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
+      if (merged)
+        tma_prefetch_3d(&wmap, k_off, n0);
+      else
+        for (int c = 0; c < S; ++c) tma_prefetch_2d(&wmap, c * CHUNK + k_off, n0);
+    }
+  wait_prior_grids();
   __syncthreads();
 
   if (tid >= GP_THREADS) {  // the producer warp: one thread issues every copy
@@ -331,6 +360,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         else
           for (int c = 0; c < S; ++c) tma_load_2d(ws + slot * slot_b + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
       }
+      allow_dependent_grids();  // every copy is issued: the next GEMV may take this SM as it frees
     }
     return;
   }
