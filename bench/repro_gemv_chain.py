@@ -1,11 +1,12 @@
-"""Decode GEMVs back to back on one GPU, as a decode step's layers run: the persistent GEMV launched
-as a programmatic dependent of the kernel ahead (the default: the next call's programs start on
-the SMs the last one frees and fetch their first weights into L2 while it drains) against the same
-kernel launched one after another, beside cuBLAS bf16. Each figure is the median per-call device
-time of CUDA-graph replays of 24 calls that cycle through enough weight copies to miss in L2
-(repro_gemm.py's "device" time), as a share of the measured copy bandwidth; the outputs of both
-launch modes are compared bit for bit with each other and, on sampled columns, with the CPU
-emulation.
+"""Decode GEMVs back to back on one GPU, as a decode step's layers run: the persistent GEMV (M <= 4)
+launched as a programmatic dependent of the kernel ahead (the default: the next call's programs
+start on the SMs the last one frees and fetch their first weights into L2 while it drains), and
+the row-block GEMV and its combine (M = 16, and M = 4 where the persistent one does not fit) the
+same way, against the same kernels launched one after another, beside cuBLAS bf16. Each figure
+is the median per-call device time of CUDA-graph replays of 24 calls that cycle through enough
+weight copies to miss in L2 (repro_gemm.py's "device" time), as a share of the measured copy
+bandwidth; the outputs of both launch modes are compared bit for bit with each other and, on
+sampled columns, with the CPU emulation.
 
     python bench/repro_gemv_chain.py [--json PATH]
 """
@@ -28,7 +29,7 @@ from repro_gemm import SHAPES, check_bitwise, copy_bandwidth, graph_ms, weight_c
 from tasks.reproducible import cuda_kernels  # noqa: E402
 from tasks.reproducible.gemm import reproducible_matmul  # noqa: E402
 
-ROWS = (1, 4)
+ROWS = (1, 4, 16)
 CALLS = 24
 
 

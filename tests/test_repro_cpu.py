@@ -422,6 +422,16 @@ def test_persistent_gemv_programs_read_each_weight_row_once_where_they_can():
         assert n <= read <= read_all and longest <= longest_all
 
 
+def test_sgemm_k_major_copy_needs_whole_quads_of_columns():
+    # The transpose kernel stores four columns at a time: a column count it cannot fill (or one
+    # short of M) is refused before anything is launched.
+    from tasks.reproducible import cuda_kernels as ck
+
+    for rows in (10, 4):
+        with pytest.raises(ValueError, match="multiple of 4"):
+            ck.transpose_to_f32(torch.randn(6, 8), rows)
+
+
 def test_launch_config_validation():
     with pytest.raises(ValueError):
         LaunchConfig("tile", block_m=24)

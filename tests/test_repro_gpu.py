@@ -129,7 +129,7 @@ def test_special_values():
 
 
 # Every variant of the CUDA kernels a sweep may pick (bench/repro_gemm.py --sweep).
-PERSISTENT_VARIANTS = [(8, 1), (4, 1), (3, 1), (2, 1), (4, 2), (2, 2)]  # (most slots, programs per SM)
+PERSISTENT_VARIANTS = [(8, 1), (5, 1), (4, 1), (3, 1), (2, 1), (4, 2), (2, 2)]  # (most slots, programs per SM)
 ROW_BLOCK_VARIANTS = [(1, 64, 4), (1, 128, 3), (1, 256, 2), (2, 32, 4), (2, 64, 3)]
 SGEMM_VARIANTS = [(8, 16, 3, 2), (8, 8, 4, 2), (8, 32, 4, 2), (16, 16, 3, 2), (16, 8, 4, 2)]
 
@@ -236,62 +236,62 @@ def test_persistent_gemv_without_the_one_copy_view(monkeypatch):
         ck._weight_tensor_map.cache_clear()
 
 
-def _chain(x, weights, live, links):
-    """x through `links` persistent GEMVs, link i reading the output of link i - 1. Most links
-    follow the GEMV ahead directly, with its weight; every fourth reads the weight `live`, which a
-    copy kernel rewrites just before it. Each input is dropped as soon as the next link is
-    launched, so the allocator may give a link's output the memory the GEMV ahead is still
-    reading; every fifth output is cloned (another kernel in between) for comparison."""
-    from tasks.reproducible import cuda_kernels as ck
-
+def _chain(x, weights, live, links, gemvs):
+    """x through `links` GEMVs (link i by gemvs[i % len(gemvs)]), link i reading the output of
+    link i - 1. Most links follow the GEMV ahead directly, with its weight; every fourth reads the
+    weight `live`, which a copy kernel rewrites just before it. Each input is dropped as soon as
+    the next link is launched, so the allocator may give a link's output the memory the GEMV ahead
+    is still reading; every fifth output is cloned (another kernel in between) for comparison."""
     kept = []
     for i in range(links):
         w = weights[i % 2]
         if i % 4 == 3:
             live.copy_(weights[(i // 4) % 2])
             w = live
-        x = ck.gemv_persistent(x, w, None)
+        x = gemvs[i % len(gemvs)](x, w, None)
         if i % 5 == 4:
             kept.append(x.clone())
     return x, kept
 
 
-def test_persistent_gemv_launched_back_to_back_reads_and_writes_after_the_kernel_ahead(monkeypatch):
-    # Launched as programmatic dependents, consecutive GEMVs overlap: each must still read the x
-    # the GEMV ahead wrote and the weight a copy kernel rewrote just before, and store only once the
-    # kernel ahead is done with what it reads. The same chain launched one kernel after another, in
-    # eager calls and replayed from a CUDA graph, gives the same bits; the first link is checked
-    # against the CPU.
+def test_gemvs_launched_back_to_back_read_and_write_after_the_kernel_ahead(monkeypatch):
+    # Launched as programmatic dependents, consecutive GEMVs (and the row-block GEMV's combine)
+    # overlap: each must still read the x the kernel ahead wrote and the weight a copy kernel
+    # rewrote just before, and store only once the kernel ahead is done with what it reads. The
+    # same chain launched one kernel after another, in eager calls and replayed from a CUDA graph,
+    # gives the same bits; the first link is checked against the CPU.
     from tasks.reproducible import cuda_kernels as ck
 
     if torch.cuda.get_device_capability() < (9, 0):
         pytest.skip("the persistent GEMV and programmatic launches need sm_90")
     assert ck.PROGRAMMATIC_GEMV
     g = torch.Generator().manual_seed(71)
-    for m, k in ((1, 4096), (4, 2048)):
+    persistent, row_block = ck.gemv_persistent, ck.gemv
+    for m, k, gemvs in ((1, 4096, (persistent,)), (4, 2048, (persistent,)), (16, 2048, (row_block,)),
+                        (4, 1536, (persistent, row_block))):  # fmt: skip
         weights = [(torch.randn(k, k, generator=g) * k**-0.5).bfloat16().cuda() for _ in range(2)]
         x0 = torch.randn(m, k, generator=g).cuda()
         live = torch.empty_like(weights[0])
-        links = 24
-        overlapped, outs = _chain(x0, weights, live, links)
+        links, case = 24, f"M={m} K={k} {'/'.join(f.__name__ for f in gemvs)}"
+        overlapped, outs = _chain(x0, weights, live, links, gemvs)
         want_first = reproducible_matmul_cpu(x0.cpu(), weights[0].cpu(), None)
         live.copy_(weights[0])
-        assert_same_bits(ck.gemv_persistent(x0, live, None), want_first, f"M={m} first link")
+        assert_same_bits(gemvs[0](x0, live, None), want_first, f"{case} first link")
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            replayed, graph_outs = _chain(x0, weights, live, links)
+            replayed, graph_outs = _chain(x0, weights, live, links, gemvs)
         for _ in range(3):
             graph.replay()
         torch.cuda.synchronize()
         monkeypatch.setattr(ck, "PROGRAMMATIC_GEMV", False)
-        serial, serial_outs = _chain(x0, weights, live, links)
+        serial, serial_outs = _chain(x0, weights, live, links, gemvs)
         monkeypatch.setattr(ck, "PROGRAMMATIC_GEMV", True)
         assert torch.isfinite(serial).all()
-        assert_same_bits(overlapped, serial, f"M={m} {links} links, eager")
-        assert_same_bits(replayed, serial, f"M={m} {links} links, graph")
+        assert_same_bits(overlapped, serial, f"{case}, {links} links, eager")
+        assert_same_bits(replayed, serial, f"{case}, {links} links, graph")
         for i, (a, b, c) in enumerate(zip(outs, graph_outs, serial_outs)):
-            assert_same_bits(a, c, f"M={m} link {i}, eager")
-            assert_same_bits(b, c, f"M={m} link {i}, graph")
+            assert_same_bits(a, c, f"{case} link {i}, eager")
+            assert_same_bits(b, c, f"{case} link {i}, graph")
 
 
 def test_underflowed_chunks_keep_negative_zero():
@@ -337,7 +337,7 @@ def test_launch_configuration_does_not_change_bits():
 def test_sgemm_transposed_copy_of_x_is_exact():
     from tasks.reproducible import cuda_kernels as ck
 
-    for m, k in [(1, 8), (1, 13), (5, 77), (63, 200), (130, 4104)]:
+    for m, k in [(1, 8), (1, 13), (5, 77), (63, 200), (130, 4104), (260, 1000)]:
         wide = torch.randn(m, k + 24, device="cuda")
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
             for x in (wide.to(dtype)[:, :k], wide.to(dtype)[:, 3 : k + 3], wide.to(dtype)[:, :k].contiguous()):

@@ -4,7 +4,7 @@
   a block of 128*R rows by one 512-k chunk of the 16-bit weight through shared memory with a
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x and the bias are read in place in
-  their own dtype.
+  their own dtype. On sm_90 it and its combine are launched as programmatic dependents too.
 - `repro_gemv_persistent<MB, FP16, XCOPY>`: decode GEMV for up to 4 rows of x in one launch: up
   to a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
   each row's chunk partials in index order itself; one more warp copies the weight in with the
@@ -52,9 +52,11 @@ SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__
 # per thread for 8 and 16 rows of x, with half-length stages so two programs still fit an SM.
 ROW_BLOCK_VARIANTS = {1: (1, 64, 4), 2: (1, 64, 4), 4: (1, 64, 4), 8: (2, 32, 4), 16: (2, 32, 4)}
 # Persistent GEMV (M <= 4; config.py says where it is used): (most weight slots, programs per SM);
-# it takes as many slots (up to the most, and up to 8) as shared memory holds next to x.
+# it takes as many slots (up to the most, and up to 8) as shared memory holds next to x. Five: back
+# to back, 4096x4096 at M = 1 took 10.8 us against 11.5 with the six that fit, 4096x1024 at M = 2
+# and 4 6.6 and 7.4 against 7.1 and 7.8, and no decode shape took longer (bench/NOTES.md).
 PERSISTENT_MB = (1, 2, 4)
-PERSISTENT_VARIANT = (8, 1)
+PERSISTENT_VARIANT = (5, 1)
 PERSISTENT_THREADS = 256  # computing threads; one more warp issues the copies
 PERSISTENT_KT = 64  # k per stage: a 128-byte row of a swizzled copy box
 PERSISTENT_MAX_STAGES = 8
@@ -69,7 +71,8 @@ PERSISTENT_X_ONE_TRIP = 4 * PERSISTENT_THREADS
 # Back to back, one GEMV's weight stream then starts while the last one's ends: up to 10% less
 # device time per call at M = 1 (one stage fetched ahead beat none, two, four or all of them), and
 # a decode step of the benchmark model took 2.81 instead of 3.12 ms at batch 4 (bench/NOTES.md).
-# The bits do not change.
+# The row-block GEMV and the combine (sm_90 and newer) go the same way, waiting for the kernel ahead
+# before anything else: only the launch gap between kernels is hidden. The bits do not change.
 PROGRAMMATIC_GEMV = True
 PERSISTENT_PREFETCH_STAGES = 1
 # Prefill SGEMM: (output rows per thread, k per tile, x pipeline stages, programs per SM).
@@ -145,6 +148,11 @@ def _device_limits(index: int) -> tuple[int, int]:
 @functools.cache
 def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
+
+
+def _programmatic(index: int) -> bool:
+    """Whether the GEMV kernels launch as programmatic dependents on CUDA device `index`."""
+    return PROGRAMMATIC_GEMV and _capability(index) >= (9, 0)
 
 
 def kernels_run_on(index: int) -> bool:
@@ -374,7 +382,7 @@ def gemv_batched(
     launcher(gemv_name(mb, weight.dtype == torch.float16, variant))(
         grid, GEMV_THREADS, gemv_smem_bytes(mb, variant),
         *_input_args(x), ldx, x_batch, weight.data_ptr(), ldw, w_batch, *_input_args(b), out.data_ptr(),
-        partial.data_ptr(), m, n, k, mblocks,
+        partial.data_ptr(), m, n, k, mblocks, programmatic=_programmatic(dev.index),
     )  # fmt: skip
     if s > 1:
         combine(partial, bias, out)
@@ -391,10 +399,12 @@ def sgemm_smem_bytes(split: bool, variant: tuple[int, int, int, int] = SGEMM_VAR
 
 
 def transpose_to_f32(x: torch.Tensor, rows: int) -> torch.Tensor:
-    """x [M, K] (fp32, bf16 or fp16) as a k-major fp32 copy [K, rows] (rows >= M; columns past M
-    are left unwritten), exactly."""
+    """x [M, K] (fp32, bf16 or fp16) as a k-major fp32 copy [K, rows] (rows >= M, a multiple of 4:
+    the kernel stores four columns at a time; columns past M are left unwritten), exactly."""
     x = _as_kernel_input(x)
     m, k = x.shape
+    if rows < m or rows % 4:
+        raise ValueError(f"the k-major copy needs at least M = {m} columns, a multiple of 4; got {rows}")
     xt = torch.empty((k, rows), dtype=torch.float32, device=x.device)
     if m and k:
         launcher("repro_transpose")(
@@ -472,6 +482,7 @@ def combine(partial: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor)
     launcher("repro_combine")(
         _combine_grid(bsz * m * n), COMBINE_THREADS, 0,
         partial.data_ptr(), *_input_args(b), out.data_ptr(), bsz, m * n, n, s,
+        programmatic=_programmatic(out.device.index),
     )  # fmt: skip
 
 

@@ -27,6 +27,25 @@ __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_grou
 template <int N>
 __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #endif
+#ifdef REPRO_SM90
+// Programmatic dependent launch. A kernel launched as one may start before the kernel ahead of it
+// in the stream has finished: wait_prior_grids() returns once that kernel has completed and its
+// memory is visible, so nothing the kernel ahead writes or reads may be touched before it (an L2
+// prefetch may: every access of the GPU meets in L2, so a prefetched line cannot go stale).
+// Without such a launch the wait returns at once. allow_dependent_grids() lets the next such
+// launch start as this program's resources free up.
+__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void allow_dependent_grids() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#endif
+// The first thing a kernel launched as a programmatic dependent on sm_90 does when it reads and
+// writes nothing before the kernel ahead ends: wait for it, then let the next such launch start
+// (its programs take free room and wait in turn), which hides the launch gap between the two.
+__device__ __forceinline__ void programmatic_start() {
+#ifdef REPRO_SM90
+  wait_prior_grids();
+  allow_dependent_grids();
+#endif
+}
 
 __device__ __forceinline__ float lo16(unsigned v, bool fp16) {
   if (fp16) { float f; unsigned short h = (unsigned short)(v & 0xffffu); asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
@@ -91,6 +110,7 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
 #ifdef REPRO_SM80
   constexpr int ROW_B = KT * 2 + 16;  // 16 bytes of padding keep 16-byte row reads conflict-free
   constexpr int ROWS_CTA = ROWS * R;
+  programmatic_start();
   extern __shared__ __align__(16) unsigned char smem[];
   unsigned char* ws = smem;
   float* xs = reinterpret_cast<float*>(smem + STAGES * ROWS_CTA * ROW_B);  // [MB][CHUNK]
@@ -254,14 +274,6 @@ __device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int k0, in
   asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
                :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(k0), "r"(n0), "r"(0) : "memory");
 }
-// Programmatic dependent launch. A kernel launched as one may start before the kernel ahead of it
-// in the stream has finished: wait_prior_grids() returns once that kernel has completed and its
-// memory is visible, so nothing the kernel ahead writes or reads may be touched before it (an L2
-// prefetch may: every access of the GPU meets in L2, so a prefetched line cannot go stale).
-// Without such a launch the wait returns at once. allow_dependent_grids() lets the next such
-// launch start as this program's resources free up.
-__device__ __forceinline__ void wait_prior_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void allow_dependent_grids() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 #endif
 
 // Decode GEMV for up to MB (1, 2, 4) rows of x, one persistent program per SM: the weight's rows
@@ -326,17 +338,25 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  // The weight boxes of stage st (the next 64 k of every chunk of its group's rows): copied into
+  // the slot at `dst`, completing on `bar`, or (`to_slot` false) only fetched into L2.
+  auto stage_boxes = [&](int st, bool to_slot, unsigned dst, unsigned bar) {
+    const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
+    if (merged) {
+      if (to_slot) tma_load_3d(dst, &wmap, k_off, n0, bar);
+      else tma_prefetch_3d(&wmap, k_off, n0);
+    } else {
+      for (int c = 0; c < S; ++c) {
+        if (to_slot) tma_load_2d(dst + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
+        else tma_prefetch_2d(&wmap, c * CHUNK + k_off, n0);
+      }
+    }
+  };
   // Launched as a programmatic dependent (cuda_kernels.py), the program may start while the kernel
   // ahead finishes: it fetches the weight boxes of its first `prefetch` stages into L2 meanwhile,
   // and x, the weight copies and every store wait for that kernel.
   if (tid == GP_THREADS)
-    for (int st = 0; st < min(prefetch, nstages); ++st) {
-      const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
-      if (merged)
-        tma_prefetch_3d(&wmap, k_off, n0);
-      else
-        for (int c = 0; c < S; ++c) tma_prefetch_2d(&wmap, c * CHUNK + k_off, n0);
-    }
+    for (int st = 0; st < min(prefetch, nstages); ++st) stage_boxes(st, false, 0, 0);
   wait_prior_grids();
   __syncthreads();
 
@@ -354,11 +374,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         else if (x_bulk && slot >= stages - x_slots) mbar_wait(smem_u32(&x_empty), 0);  // x is still there
         const unsigned bar = smem_u32(&full[slot]);
         mbar_arrive_expect(bar, S * G * 128);
-        const int n0 = row_begin + (st / TPC) * G, k_off = (st % TPC) * GP_KT;
-        if (merged)
-          tma_load_3d(ws + slot * slot_b, &wmap, k_off, n0, bar);
-        else
-          for (int c = 0; c < S; ++c) tma_load_2d(ws + slot * slot_b + c * box_b, &wmap, c * CHUNK + k_off, n0, bar);
+        stage_boxes(st, true, ws + slot * slot_b, bar);
       }
       allow_dependent_grids();  // every copy is issued: the next GEMV may take this SM as it frees
     }
@@ -671,24 +687,46 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
 #endif
 }
 
-// x [M, K] (fp32, bf16 or fp16 rows at stride ldx) -> xt [K, ldt] fp32, the SGEMM's k-major copy
-// (exact): 64 x 64 blocks through shared memory, so reads and writes both run along rows.
+// x [M, K] (fp32, bf16 or fp16 rows at stride ldx) -> xt [K, ldt] fp32 (ldt a multiple of 4), the
+// SGEMM's k-major copy (exact): 64 x 64 blocks through shared memory, read as eight k of a row per
+// thread (16-byte loads where x's rows allow) and written as four m of a k row (16-byte stores),
+// so that enough bytes are in flight: one value per load ran at under half the copy bandwidth.
 extern "C" __global__ void __launch_bounds__(256) repro_transpose(const void* __restrict__ x, int dtype, long long ldx,
                                                                   float* __restrict__ xt, long long ldt, int M, int K) {
-  __shared__ float block[64][65];
-  const int k0 = blockIdx.x * 64, m0 = blockIdx.y * 64, tx = threadIdx.x % 64, ty = threadIdx.x / 64;
+  __shared__ float block[64][65];  // [k][m]; the odd row length spreads both passes over the banks
+  const int k0 = blockIdx.x * 64, m0 = blockIdx.y * 64, tid = threadIdx.x;
+  const int x_size = dtype ? 2 : 4;
+  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && ldx * x_size % 16 == 0;
+  float v[2][8];
 #pragma unroll
-  for (int i = ty; i < 64; i += 4)
-    if (m0 + i < M && k0 + tx < K) block[i][tx] = load_as_f32(x, (long long)(m0 + i) * ldx + k0 + tx, dtype);
+  for (int j = 0; j < 2; ++j) {  // units of eight k: row u / 8, k (u % 8) * 8; both loads issued first
+    const int u = tid + j * 256, i = u / 8, kv = u % 8 * 8;
+    load8_as_f32(x, (long long)(m0 + i) * ldx + k0 + kv, dtype, x_vec, m0 + i < M ? min(8, K - k0 - kv) : 0, v[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int u = tid + j * 256, i = u / 8, kv = u % 8 * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) block[kv + e][i] = v[j][e];
+  }
   __syncthreads();
 #pragma unroll
-  for (int i = ty; i < 64; i += 4)
-    if (k0 + i < K && m0 + tx < M) xt[(long long)(k0 + i) * ldt + m0 + tx] = block[tx][i];
+  for (int j = 0; j < 4; ++j) {  // quads of m: k row q / 16, m (q % 16) * 4
+    const int q = tid + j * 256, kk = q / 16, mq = q % 16 * 4, m = m0 + mq;
+    if (k0 + kk >= K) continue;
+    float* dst = xt + (long long)(k0 + kk) * ldt + m;
+    if (m + 3 < M) {
+      *reinterpret_cast<float4*>(dst) = make_float4(block[kk][mq], block[kk][mq + 1], block[kk][mq + 2], block[kk][mq + 3]);
+    } else {
+      for (int e = 0; e < 4 && m + e < M; ++e) dst[e] = block[kk][mq + e];
+    }
+  }
 }
 
 // partial [B, S, MN] -> out [B, MN]: chunk partials added in index order, then the bias.
 extern "C" __global__ void repro_combine(const float* __restrict__ partial, const void* __restrict__ bias, int bias_dtype,
                                          float* __restrict__ out, int B, long long MN, int N, int S) {
+  programmatic_start();
   const long long total = (long long)B * MN;
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
     const long long b = i / MN, r = i - b * MN;
