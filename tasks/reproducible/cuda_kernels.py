@@ -348,11 +348,12 @@ def gemv_persistent(
     merged = wmap is not None
     wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
     x_copy = mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
+    programmatic = _programmatic(x.device.index)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, x_copy))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
-        wmap, int(merged), plan.stages, PERSISTENT_PREFETCH_STAGES if PROGRAMMATIC_GEMV else 0, *_input_args(x),
+        wmap, int(merged), plan.stages, PERSISTENT_PREFETCH_STAGES if programmatic else 0, *_input_args(x),
         x.stride(0) if m > 1 else k, *_input_args(b), out.data_ptr(), m, n, k, plan.group,
-        programmatic=PROGRAMMATIC_GEMV,
+        programmatic=programmatic,
     )  # fmt: skip
     return out
 
