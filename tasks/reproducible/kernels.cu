@@ -73,6 +73,11 @@ __device__ __forceinline__ float load_as_f32(const void* p, long long i, int dty
   const unsigned h = reinterpret_cast<const unsigned short*>(p)[i];
   return dtype == 1 ? __uint_as_float(h << 16) : lo16(h, true);
 }
+// Whether M rows of x, `size`-byte elements at a stride of ldx from a first row at x, all start
+// on a 16-byte boundary (one row needs no stride): load8_as_f32's `vec` for them.
+__device__ __forceinline__ bool rows_16b_aligned(const void* x, long long ldx, int size, int M) {
+  return reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * size % 16 == 0);
+}
 // Elements i..i+7 of a float32/bfloat16/float16 array as fp32 into v, the first `valid` of them
 // (-0.0 past them): 16-byte loads when `vec` (array and i 16-byte aligned) and all eight are valid.
 __device__ __forceinline__ void load8_as_f32(const void* p, long long i, int dtype, bool vec, int valid, float v[8]) {
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(ROWS) repro_gemv(
   // x chunk, row-major xs[m][k], read in its own dtype eight values at a time. Padding (k past the
   // chunk, rows past M) is -0.0: times a zero-filled weight it gives -0.0, which added to any
   // accumulator leaves it unchanged.
-  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * x_bytes % 16 == 0);
+  const bool x_vec = rows_16b_aligned(x, ldx, x_bytes, M);
   for (int u = tid; u < MB * CHUNK / 8; u += ROWS) {
     const int m = u / (CHUNK / 8), k = u % (CHUNK / 8) * 8;
     float v[8];
@@ -322,8 +327,8 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int nstages = (row_end - row_begin + G - 1) / G * TPC;
   const int x_size = x_dtype ? 2 : 4;
   const long long x_row_bytes = (long long)K * x_size;
-  const bool x_bulk = XCOPY && reinterpret_cast<size_t>(x) % 16 == 0 && x_row_bytes % 16 == 0 &&
-                      (M == 1 || ldx * x_size % 16 == 0) && M * x_row_bytes <= (long long)(stages - 1) * slot_b;
+  const bool x_bulk = XCOPY && rows_16b_aligned(x, ldx, x_size, M) && x_row_bytes % 16 == 0 &&
+                      M * x_row_bytes <= (long long)(stages - 1) * slot_b;
   const int x_slots = x_bulk ? (int)((M * x_row_bytes + slot_b - 1) / slot_b) : 0;
   const unsigned x_raw = ws + (stages - x_slots) * slot_b;  // [M][K] in x's dtype, when x_bulk
 
@@ -412,7 +417,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   }
   // Else loaded here: each thread issues the loads of GP_XU units before it stores any, so the copy
   // costs one round trip to L2 per GP_XU units, not one per value.
-  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && (M == 1 || ldx * x_size % 16 == 0);
+  const bool x_vec = rows_16b_aligned(x, ldx, x_size, M);
   for (int base = 0; base < (x_bulk ? 0 : units); base += GP_XU * GP_THREADS) {
     float v[GP_XU][8];
 #pragma unroll
@@ -695,8 +700,7 @@ extern "C" __global__ void __launch_bounds__(256) repro_transpose(const void* __
                                                                   float* __restrict__ xt, long long ldt, int M, int K) {
   __shared__ float block[64][65];  // [k][m]; the odd row length spreads both passes over the banks
   const int k0 = blockIdx.x * 64, m0 = blockIdx.y * 64, tid = threadIdx.x;
-  const int x_size = dtype ? 2 : 4;
-  const bool x_vec = reinterpret_cast<size_t>(x) % 16 == 0 && ldx * x_size % 16 == 0;
+  const bool x_vec = rows_16b_aligned(x, ldx, dtype ? 2 : 4, M);
   float v[2][8];
 #pragma unroll
   for (int j = 0; j < 2; ++j) {  // units of eight k: row u / 8, k (u % 8) * 8; both loads issued first
