@@ -141,7 +141,7 @@ def variant_call(kind: str, v: tuple, x: torch.Tensor, n: int):
             return None
         return lambda w: ck.gemv(x, w, None, variant=v)
     if kind == "persistent":
-        if not ck.gemv_persistent_fits(m, n, k, v):
+        if not ck.gemv_persistent_fits(m, n, k, v, x.dtype):
             return None
         return lambda w: ck.gemv_persistent(x, w, None, variant=v)
     if kind == "sgemm-whole":
@@ -263,7 +263,7 @@ def run(args) -> dict:
         again = reproducible_matmul(x, wb)
         repeat_ok = torch.equal(again.view(torch.int32), ours.view(torch.int32))
         t = time_methods(x, wb, wf, copies)
-        cfg = effective_config(m, wb)
+        cfg = effective_config(m, wb, x_dtype=x.dtype)
         row = {"shape": name, "K": k, "N": n, "M": m, "ms": t, "bitwise_vs_cpu": ok, "repeat_identical": repeat_ok,
                "sample": sample, "config": str(cfg), "check_s": check_s}  # fmt: skip
         results["rows"].append(row)

@@ -49,7 +49,7 @@ def main() -> None:
     for m, n, k in CASES:
         w = torch.randn(n, k, device="cuda").bfloat16()
         x = torch.randn(m, k, device="cuda").bfloat16()
-        kernel = effective_config(m, w).kernel
+        kernel = effective_config(m, w, x_dtype=x.dtype).kernel
         methods = {"F.linear": lambda x=x, w=w: F.linear(x, w), "ours": lambda x=x, w=w: reproducible_matmul(x, w)}
         for name, fn in methods.items():
             t = host_us(fn)

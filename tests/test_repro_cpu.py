@@ -387,6 +387,34 @@ def test_launches_follow_the_gpu_generation(monkeypatch, capability, decode, pre
         cuda_kernels._persistent_plan.cache_clear()
 
 
+def test_persistent_gemv_keeps_16bit_x_16bit_only_where_fp32_x_leaves_no_room(monkeypatch):
+    # 227 KB per program (an H200): x's fp32 copy at M = 4 and K = 14336 (Llama's down projection)
+    # takes 231 KB, as 16-bit values 116 KB, which leaves three 28 KB weight slots.
+    from tasks.reproducible import cuda_kernels
+    from tasks.reproducible.gemm import effective_config
+
+    monkeypatch.setattr(cuda_kernels, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(cuda_kernels, "_device_limits", lambda index: (132, 227 * 1024))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    cuda_kernels._persistent_plan.cache_clear()
+    plan, bf16 = cuda_kernels.gemv_persistent_plan, torch.bfloat16
+    try:
+        assert plan(4, 4096, 14336) is None and plan(4, 4096, 14336, x_dtype=torch.float32) is None
+        half = plan(4, 4096, 14336, x_dtype=bf16)
+        assert half.x_half and half.stages == 3 and half == plan(4, 4096, 14336, x_dtype=torch.float16)
+        assert not plan(2, 4096, 14336, x_dtype=bf16).x_half  # fp32 x fits: kept as before
+        assert not plan(1, 4096, 4096, x_dtype=bf16).x_half
+        assert plan(2, 3584, 18944) is None and plan(2, 3584, 18944, x_dtype=bf16).x_half  # Qwen's down
+        assert plan(4, 3584, 18944, x_dtype=bf16) is None  # even 16-bit x leaves one slot there
+        assert plan(4, 1024, 14336, x_dtype=bf16) is None  # one group of 8 rows per program
+        assert plan(4, 1536, 14336, x_dtype=bf16).x_half  # two groups of 6
+        down = torch.zeros(4096, 14336, dtype=bf16)
+        assert effective_config(4, down, x_dtype=bf16).kernel == "gemv_persistent"
+        assert effective_config(4, down).kernel == effective_config(4, down, x_dtype=torch.float32).kernel == "gemv"
+    finally:
+        cuda_kernels._persistent_plan.cache_clear()
+
+
 def test_sgemm_splits_only_a_short_last_wave():
     # 264 programs at once (132 SMs x 2): the last columns of tiles, enough for the tiles past the
     # last whole wave, are split by chunk when that split wave (ceil(tiles x chunks / 264) / chunks

@@ -147,7 +147,7 @@ def _every_cuda_kernel(x, w, b, what):
     checked = 0
     for mb in (r for r in ck.PERSISTENT_MB if r >= m):
         for v in PERSISTENT_VARIANTS:
-            if ck.gemv_persistent_fits(mb, w.shape[0], k, v):
+            if ck.gemv_persistent_fits(mb, w.shape[0], k, v, x.dtype):
                 assert_same_bits(ck.gemv_persistent(xc, wc, bc, mb, v), want, f"{what} persistent gemv MB={mb} {v}")
                 checked += 1
     if m <= 16:
@@ -166,7 +166,10 @@ def _every_cuda_kernel(x, w, b, what):
 
 
 def test_every_cuda_kernel_variant_matches_the_emulation():
-    cases = [(1, 5, 8), (2, 300, 1000), (3, 77, 4104), (4, 260, 520), (1, 33, 18944), (1, 1, 513), (1, 700, 4096)]
+    # (3, 3000, 12296) and (4, 1600, 12296): 16-bit x kept 16-bit by the persistent GEMV (its fp32
+    # copy would leave no room for two weight slots), rows past M at capacity 4, a last chunk of 8 k.
+    cases = [(1, 5, 8), (2, 300, 1000), (3, 77, 4104), (4, 260, 520), (1, 33, 18944), (1, 1, 513), (1, 700, 4096),
+             (3, 3000, 12296), (4, 1600, 12296)]  # fmt: skip
     checked = 0
     for i, (m, n, k) in enumerate(cases):
         for xdtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -181,13 +184,43 @@ def test_every_cuda_kernel_variant_matches_the_emulation():
         _every_cuda_kernel(xb[rows], wb, None, f"special values rows {rows}")
 
 
+def test_persistent_gemv_keeps_long_16bit_x_as_it_is():
+    # Where x's fp32 copy would leave no room for two weight slots (M = 3 and 4 at K = 12296), the
+    # persistent GEMV keeps 16-bit x as its 16-bit values: copied in by the producer where its rows
+    # are 16-byte aligned, loaded by the computing threads where not (rows 5 values off), -0.0 past
+    # K either way. Special values go through both; fp32 x of that length takes the row-block GEMV.
+    from tasks.reproducible import cuda_kernels as ck
+    from tasks.reproducible.gemm import effective_config
+
+    k = 12296
+    xb, wb = special_values(k=k)
+    g = torch.Generator().manual_seed(6)
+    # more rows than a program's one group (below that the row-block GEMV is faster and is taken)
+    wb = torch.cat([wb, (torch.randn(1960, k, generator=g) * k**-0.5).bfloat16()])
+    wc = wb.cuda()
+    for dtype in (torch.bfloat16, torch.float16):
+        for rows in (slice(0, 3), slice(2, 6)):
+            x = xb[rows].to(dtype)
+            m = x.shape[0]
+            assert ck.gemv_persistent_plan(4, wb.shape[0], k, x_dtype=dtype).x_half
+            want = reproducible_matmul_cpu(x, wb)
+            wide = torch.zeros(m, k + 13, dtype=dtype)
+            wide[:, 5 : 5 + k] = x
+            for xv, how in ((x.cuda(), "aligned"), (wide.cuda()[:, 5 : 5 + k], "5 values off")):
+                what = f"{dtype} x rows {rows} {how}"
+                assert_same_bits(ck.gemv_persistent(xv, wc, None), want, f"{what}, persistent gemv")
+                assert effective_config(m, wc, x_dtype=dtype).kernel == "gemv_persistent"
+                assert_same_bits(reproducible_matmul(xv, wc), want, f"{what}, default path")
+    assert effective_config(4, wc, x_dtype=torch.float32).kernel == "gemv"
+
+
 def test_persistent_gemv_static_shared_memory_is_budgeted():
     from tasks.reproducible import cuda_kernels as ck
     from tasks.reproducible import cuda_rtc
 
     for mb in ck.PERSISTENT_MB:
-        for x_copy in (False, True):
-            fn = ck.launcher(ck.gemv_persistent_name(mb, False, x_copy)).fn
+        for x_copy, x_half in ((False, 0), (True, 0), (False, 1), (False, 2)):
+            fn = ck.launcher(ck.gemv_persistent_name(mb, False, x_copy, x_half)).fn
             assert cuda_rtc.static_smem(fn) <= ck.PERSISTENT_STATIC_SMEM
 
 
@@ -378,6 +411,8 @@ def test_gemv_reads_strided_and_misaligned_x_in_its_own_dtype():
         (2, 70, 520, 1, 7),
         (3, 70, 4104, 1, 7),
         (3, 70, 4104, 8, 24),
+        (4, 2000, 12296, 3, 11),  # 16-bit x kept 16-bit (persistent GEMV): loaded by its threads
+        (3, 2000, 12296, 8, 24),  # and copied in by its producer, a chunk at a time
     )
     for i, (m, n, k, offset, pad) in enumerate(cases):
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
@@ -390,7 +425,7 @@ def test_gemv_reads_strided_and_misaligned_x_in_its_own_dtype():
             what = f"M={m} K={k} x {dtype} at offset {offset}"
             for v in ROW_BLOCK_VARIANTS:
                 assert_same_bits(ck.gemv(xv, wc, bc, variant=v), want, f"{what}, row-block gemv {v}")
-            if ck.gemv_persistent_fits(m, n, k):
+            if ck.gemv_persistent_fits(m, n, k, x_dtype=dtype):
                 assert_same_bits(ck.gemv_persistent(xv, wc, bc), want, f"{what}, persistent gemv")
             assert_same_bits(reproducible_matmul(xv, wc, bc), want, f"{what}, default path")
 

@@ -5,12 +5,14 @@
   cp.async pipeline; each thread owns R weight rows and runs their R*MB fp32 FMA chains over k in
   order (`__fmaf_rn`), so the order is the one in config.py. x and the bias are read in place in
   their own dtype. On sm_90 it and its combine are launched as programmatic dependents too.
-- `repro_gemv_persistent<MB, FP16, XCOPY>`: decode GEMV for up to 4 rows of x in one launch: up
-  to a program per SM walks its share of the rows in groups, one thread per (row, chunk), and adds
-  each row's chunk partials in index order itself; one more warp copies the weight in with the
-  tensor-memory accelerator (a tensor map per weight, encoded on the host), and with XCOPY x
-  first, where the computing threads would take more than one round trip to load it. Launched as
-  a programmatic dependent of the kernel ahead (PROGRAMMATIC_GEMV).
+- `repro_gemv_persistent<MB, FP16, XCOPY, XH>`: decode GEMV for up to 4 rows of x in one launch:
+  up to a program per SM walks its share of the rows in groups, one thread per (row, chunk), and
+  adds each row's chunk partials in index order itself; one more warp copies the weight in with
+  the tensor-memory accelerator (a tensor map per weight, encoded on the host), and with XCOPY x
+  first, where the computing threads would take more than one round trip to load it. x is kept in
+  shared memory as fp32, or (XH, 16-bit x whose fp32 copy would leave too little room for the
+  weight) as its own 16-bit values. Launched as a programmatic dependent of the kernel ahead
+  (PROGRAMMATIC_GEMV).
 - `repro_sgemm<TM, BK, NS, MINB, SPLIT, FP16>`: prefill GEMM, register-blocked 128 x 128 tiles of
   fp32 FMA chains on CUDA cores (TM x 8 outputs per thread), the same order: running chunk totals
   kept per thread in shared memory, or (SPLIT) one program per tile and chunk writing partial
@@ -92,8 +94,9 @@ def gemv_name(mb: int, fp16: bool, variant: tuple[int, int, int] | None = None) 
 
 
 @functools.cache
-def gemv_persistent_name(mb: int, fp16: bool, x_copy: bool) -> str:
-    return f"repro_gemv_persistent<{mb}, {_b(fp16)}, {_b(x_copy)}>"
+def gemv_persistent_name(mb: int, fp16: bool, x_copy: bool, x_half: int = 0) -> str:
+    """x_half: 0 (x kept as fp32), or the dtype code of 16-bit x kept as it is (no x_copy then)."""
+    return f"repro_gemv_persistent<{mb}, {_b(fp16)}, {_b(x_copy)}, {x_half}>"
 
 
 @functools.cache
@@ -111,6 +114,7 @@ _TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
     + [gemv_persistent_name(mb, fp16, copy) for mb in PERSISTENT_MB for fp16 in (False, True) for copy in (False, True)]
+    + [gemv_persistent_name(mb, fp16, False, xh) for mb in PERSISTENT_MB for fp16 in (False, True) for xh in (1, 2)]
     + [sgemm_name(fp16, split) for fp16 in (False, True) for split in (False, True)]
     + ["repro_combine", "repro_combine_tiles", "repro_all_reduce", "repro_transpose"]
 )
@@ -224,11 +228,14 @@ def gemv(
     return gemv_batched(x[None], weight[None], bias, variant=variant)[0]
 
 
-def gemv_persistent_fits(m: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT) -> bool:
-    """Whether the persistent GEMV takes an (M, N, K) problem (x and two weight slots must fit)."""
+def gemv_persistent_fits(
+    m: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT, x_dtype: torch.dtype = torch.float32
+) -> bool:
+    """Whether the persistent GEMV takes an (M, N, K) problem with x of `x_dtype` (x and two weight
+    slots must fit)."""
     if m > PERSISTENT_MB[-1]:
         return False
-    return gemv_persistent_plan(next(r for r in PERSISTENT_MB if r >= m), n, k, variant) is not None
+    return gemv_persistent_plan(next(r for r in PERSISTENT_MB if r >= m), n, k, variant, x_dtype) is not None
 
 
 def persistent_group(n: int, k: int, programs: int) -> int:
@@ -270,23 +277,34 @@ def persistent_programs(n: int, k: int, most: int) -> int:
 
 @dataclass(frozen=True)
 class PersistentPlan:
-    """How the persistent GEMV runs one problem: programs, rows per group, weight slots, and the
-    shared memory that takes."""
+    """How the persistent GEMV runs one problem: programs, rows per group, weight slots, the
+    shared memory that takes, and whether x is kept as its 16-bit values."""
 
     programs: int
     group: int
     stages: int
     smem: int
+    x_half: bool = False
 
 
-def gemv_persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT) -> PersistentPlan | None:
-    """The launch for MB rows of x on the current device, or None where fewer than two weight
-    slots fit next to x."""
-    return _persistent_plan(mb, n, k, variant, torch.cuda.current_device())
+def gemv_persistent_plan(
+    mb: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT, x_dtype: torch.dtype = torch.float32
+) -> PersistentPlan | None:
+    """The launch for MB rows of x of `x_dtype` on the current device, or None where fewer than
+    two weight slots fit next to x. x is kept as fp32, or, where that leaves too little room and x
+    is 16-bit, as its 16-bit values (half the room, upcast as it is read) where each program has
+    more than one group of rows."""
+    device = torch.cuda.current_device()
+    plan = _persistent_plan(mb, n, k, variant, device, False)
+    if plan is None and x_dtype in (torch.bfloat16, torch.float16):
+        plan = _persistent_plan(mb, n, k, variant, device, True)
+    return plan
 
 
 @functools.lru_cache(maxsize=1024)
-def _persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int], device: int) -> PersistentPlan | None:
+def _persistent_plan(
+    mb: int, n: int, k: int, variant: tuple[int, int], device: int, x_half: bool
+) -> PersistentPlan | None:
     most_stages, per_sm = variant
     s = split_count(k)
     if s > PERSISTENT_THREADS or _capability(device) < (9, 0):  # the tensor-memory accelerator: sm_90
@@ -294,12 +312,18 @@ def _persistent_plan(mb: int, n: int, k: int, variant: tuple[int, int], device: 
     sms, smem_max = _device_limits(device)
     programs = persistent_programs(n, k, sms * per_sm)
     group = persistent_group(n, k, programs)
+    if x_half and -(-n // programs) <= group:
+        # One group per program: upcasting x at every read then lost to the row-block GEMV (K =
+        # 14336, N = 1024, M = 3 and 4: 16.7-18.3 against 15.6 us); from two groups up it won
+        # (N = 1536 to 4096: 1.01x to 1.2x; K = 18944, N = 1024 at M = 2: 1.15x; bench/NOTES.md).
+        return None
     # S boxes of G rows x 128 bytes, each 1024-byte aligned (one merged box of S*G rows never takes more)
     slot = s * -(-group * 128 // 1024) * 1024
-    fixed = 1024 + mb * s * (CHUNK + 4) * 4 + 2 * mb * s * group * 4  # alignment, x, partials
+    x_bytes = mb * s * ((CHUNK + 8) * 2 if x_half else (CHUNK + 4) * 4)  # padded chunks (kernels.cu)
+    fixed = 1024 + x_bytes + 2 * mb * s * group * 4  # alignment, x, partials
     room = smem_max // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
-    return PersistentPlan(programs, group, stages, fixed + stages * slot) if stages >= 2 else None
+    return PersistentPlan(programs, group, stages, fixed + stages * slot, x_half) if stages >= 2 else None
 
 
 @functools.lru_cache(maxsize=256)
@@ -336,10 +360,10 @@ def gemv_persistent(
     if m > PERSISTENT_MB[-1]:
         raise ValueError(f"the persistent GEMV takes at most {PERSISTENT_MB[-1]} rows of x, got {m}")
     mb = mb or next(r for r in PERSISTENT_MB if r >= m)
-    plan = gemv_persistent_plan(mb, n, k, variant or PERSISTENT_VARIANT)
+    x = _as_kernel_input(x)
+    plan = gemv_persistent_plan(mb, n, k, variant or PERSISTENT_VARIANT, x.dtype)
     if plan is None:
         raise ValueError(f"the persistent GEMV does not fit shared memory at M={m} (capacity {mb}), K={k}")
-    x = _as_kernel_input(x)
     b = _bias_input(bias, x.device)
     out = torch.empty((m, n), dtype=torch.float32, device=x.device)
     # One row's stride does not matter; the map needs a multiple of 16 bytes all the same.
@@ -347,9 +371,10 @@ def gemv_persistent(
     wmap = _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, True) if k % CHUNK == 0 else None
     merged = wmap is not None
     wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
-    x_copy = mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
+    x_half = _DTYPE_CODES[x.dtype] if plan.x_half else 0
+    x_copy = not x_half and mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
     programmatic = _programmatic(x.device.index)
-    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, x_copy))(
+    launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, x_copy, x_half))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
         wmap, int(merged), plan.stages, PERSISTENT_PREFETCH_STAGES if programmatic else 0, *_input_args(x),
         x.stride(0) if m > 1 else k, *_input_args(b), out.data_ptr(), m, n, k, plan.group,

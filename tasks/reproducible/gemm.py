@@ -22,13 +22,16 @@ from tasks.reproducible.cuda_kernels import WEIGHT_DTYPES
 INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
-def effective_config(m: int, weight: torch.Tensor, config: LaunchConfig | None = None) -> LaunchConfig:
-    """The launch reproducible_matmul makes for M rows of x on this CUDA weight: `config` or the
-    table's, unless its kernel cannot take the problem (x too large for the persistent GEMV's
-    shared memory, a weight layout the CUDA kernels cannot stream, a GPU older than the kernel)."""
+def effective_config(
+    m: int, weight: torch.Tensor, config: LaunchConfig | None = None, x_dtype: torch.dtype = torch.float32
+) -> LaunchConfig:
+    """The launch reproducible_matmul makes for M rows of x of `x_dtype` on this CUDA weight:
+    `config` or the table's, unless its kernel cannot take the problem (x too large for the
+    persistent GEMV's shared memory, a weight layout the CUDA kernels cannot stream, a GPU older
+    than the kernel)."""
     n, k = weight.shape
     cfg = config or launch_config(m, n, k)
-    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k):
+    if cfg.kernel == "gemv_persistent" and not cuda_kernels.gemv_persistent_fits(m, n, k, x_dtype=x_dtype):
         cfg = LaunchConfig("gemv")
     if cfg.kernel in ("gemv", "gemv_persistent") and not _gemv_ok(weight, m):
         cfg = DECODE_TILE
@@ -96,7 +99,7 @@ def reproducible_matmul(
     if device.index != torch.cuda.current_device():
         with torch.cuda.device(device):
             return reproducible_matmul(x, weight, bias, config=config)
-    cfg = effective_config(m, weight, config)
+    cfg = effective_config(m, weight, config, x2.dtype)
     if cfg.kernel == "gemv_persistent":
         out = cuda_kernels.gemv_persistent(x2, weight, bias)
     elif cfg.kernel == "gemv":

@@ -100,6 +100,17 @@ __device__ __forceinline__ void load8_as_f32(const void* p, long long i, int dty
 #pragma unroll
   for (int e = 0; e < 8; ++e) v[e] = e < valid ? load_as_f32(p, i + e, dtype) : -0.0f;
 }
+// Elements i..i+7 of a 16-bit array as they are, two to a word, the first `valid` of them (-0.0,
+// 0x8000 in bf16 and fp16 alike, past them): one 16-byte load when `vec` and all eight are valid.
+__device__ __forceinline__ uint4 load8_16bit(const void* p, long long i, bool vec, int valid) {
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(p) + i;
+  if (vec && valid >= 8) return *reinterpret_cast<const uint4*>(h);
+  unsigned w[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    w[e] = (2 * e < valid ? h[2 * e] : 0x8000u) | (2 * e + 1 < valid ? h[2 * e + 1] : 0x8000u) << 16;
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // Batched: entry b reads x + b*x_batch (MB rows at stride ldx, in elements of the dtype x_dtype
 // names: fp32, bf16 or fp16), rows of w + b*w_batch at stride ldw (a multiple of 8, 16-byte
@@ -293,6 +304,11 @@ __device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int k0, in
 // fit the weight slots but one, the producer copies them first instead, into the last slots, and
 // the computing threads upcast them from there while the first weights arrive. Two instantiations
 // because the copy's code, even untaken, slowed the other case by 5% (Qwen qkv at M = 1).
+// With XH (x's dtype code: 1 bf16, 2 fp16), x stays in shared memory as its 16-bit values, half
+// the room, and is upcast as it is read: for long rows of 16-bit x whose fp32 copy leaves no room
+// for two weight slots (Llama's down projection at M = 3 and 4, Qwen's at 2). Its rows are copied
+// straight into place by the producer, a chunk at a time, where they are 16-byte aligned and
+// K % 8 == 0, and loaded by the computing threads where not.
 // Weights: a stage is the next 64 k of every chunk of the group, which one producer thread (warp 8)
 // copies with the tensor-memory accelerator into one of `stages` slots as 128-byte rows, swizzled
 // so that eight rows' 16-byte reads hit eight bank groups: S boxes of G rows (row r of box s is
@@ -304,13 +320,14 @@ __device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int k0, in
 #define GP_MAX_STAGES 8
 #define GP_KT 64
 #define GP_XU 4
-template <int MB, bool FP16, bool XCOPY>
+template <int MB, bool FP16, bool XCOPY, int XH>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     const __grid_constant__ TensorMap wmap, int merged, int stages, int prefetch, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
 #ifdef REPRO_SM90
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
   constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
+  constexpr int XSH = CHUNK + 8;        // with XH, x's 16-bit values per chunk, staggered alike
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long full[GP_MAX_STAGES], empty[GP_MAX_STAGES], x_full, x_empty;
   const int S = (K + CHUNK - 1) / CHUNK;
@@ -320,7 +337,8 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int box_rows = merged ? G : box_b / 128;  // slot rows from one chunk's box to the next
   const unsigned ws = (smem_u32(smem_raw) + 1023) & ~1023u;                  // [stages][slot_b]
   float* xs = reinterpret_cast<float*>(smem_raw + (ws - smem_u32(smem_raw)) + stages * slot_b);  // [MB][S][XS]
-  float* red = xs + MB * S * XS;                                               // [2][MB][S][G]
+  unsigned short* xh = reinterpret_cast<unsigned short*>(xs);                  // with XH: [MB][S][XSH]
+  float* red = XH ? reinterpret_cast<float*>(xh + MB * S * XSH) : xs + MB * S * XS;  // [2][MB][S][G]
   const int tid = threadIdx.x;
   const int row_begin = (int)((long long)N * blockIdx.x / gridDim.x);
   const int row_end = (int)((long long)N * (blockIdx.x + 1) / gridDim.x);
@@ -331,13 +349,14 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
                       M * x_row_bytes <= (long long)(stages - 1) * slot_b;
   const int x_slots = x_bulk ? (int)((M * x_row_bytes + slot_b - 1) / slot_b) : 0;
   const unsigned x_raw = ws + (stages - x_slots) * slot_b;  // [M][K] in x's dtype, when x_bulk
+  const bool x_direct = XH && rows_16b_aligned(x, ldx, 2, M) && K % 8 == 0;  // XH: copied into place
 
   if (tid == 0) {
     for (int i = 0; i < stages; ++i) {
       mbar_init(smem_u32(&full[i]), 1);
       mbar_init(smem_u32(&empty[i]), GP_THREADS);
     }
-    if (XCOPY) {
+    if (XCOPY || XH) {
       mbar_init(smem_u32(&x_full), 1);
       mbar_init(smem_u32(&x_empty), GP_THREADS);
     }
@@ -373,6 +392,13 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
           bulk_load(x_raw + m * x_row_bytes, static_cast<const char*>(x) + m * ldx * x_size, (unsigned)x_row_bytes,
                     smem_u32(&x_full));
       }
+      if (x_direct) {
+        mbar_arrive_expect(smem_u32(&x_full), (unsigned)(M * x_row_bytes));
+        for (int m = 0; m < M; ++m)
+          for (int c = 0; c < S; ++c)
+            bulk_load(smem_u32(xh + (m * S + c) * XSH), static_cast<const unsigned short*>(x) + m * ldx + c * CHUNK,
+                      (unsigned)(min(CHUNK, K - c * CHUNK) * 2), smem_u32(&x_full));
+      }
       for (int st = 0; st < nstages; ++st) {
         const int slot = st % stages, round = st / stages;
         if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
@@ -386,9 +412,28 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     return;
   }
 
-  // x into shared memory as fp32, eight k per unit.
+  // x into shared memory, eight k per unit.
   const int units = MB * S * (CHUNK / 8);
-  if (x_bulk) {  // from the producer's copy
+  const bool x_vec = rows_16b_aligned(x, ldx, x_size, M);
+  if (XH) {  // as its 16-bit values: the copy's, or loaded here; -0.0 past K and in rows past M
+    for (int base = 0; base < units; base += GP_XU * GP_THREADS) {
+      uint4 v[GP_XU];
+#pragma unroll
+      for (int j = 0; j < GP_XU; ++j) {
+        const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
+        const int valid = u < units && m < M ? K - k : 0;
+        v[j] = load8_16bit(x, (long long)m * ldx + k, x_vec, x_direct ? 0 : valid);
+      }
+#pragma unroll
+      for (int j = 0; j < GP_XU; ++j) {
+        const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
+        if (u >= units) break;
+        if (x_direct && m < M && k < K) continue;  // the copy's (K % 8 == 0: a unit is wholly before K or past it)
+        *reinterpret_cast<uint4*>(xh + (m * S + k / CHUNK) * XSH + k % CHUNK) = v[j];
+      }
+    }
+    if (x_direct) mbar_wait(smem_u32(&x_full), 0);
+  } else if (x_bulk) {  // from the producer's copy
     mbar_wait(smem_u32(&x_full), 0);
     for (int u = tid; u < units; u += GP_THREADS) {
       const int m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
@@ -417,8 +462,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   }
   // Else loaded here: each thread issues the loads of GP_XU units before it stores any, so the copy
   // costs one round trip to L2 per GP_XU units, not one per value.
-  const bool x_vec = rows_16b_aligned(x, ldx, x_size, M);
-  for (int base = 0; base < (x_bulk ? 0 : units); base += GP_XU * GP_THREADS) {
+  for (int base = 0; base < (x_bulk || XH ? 0 : units); base += GP_XU * GP_THREADS) {
     float v[GP_XU][8];
 #pragma unroll
     for (int j = 0; j < GP_XU; ++j) {
@@ -441,6 +485,16 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   const int r = tid % G, s = tid / G;
   const bool computes = tid < P;
   const float* xmine = xs + s * XS;
+  const unsigned short* xhmine = xh + s * XSH;
+  // x[m][k..k+3] of this thread's chunk, k = off from the chunk's start, as fp32.
+  auto x4 = [&](int m, int off) -> float4 {
+    if constexpr (XH != 0) {
+      const uint2 h = *reinterpret_cast<const uint2*>(xhmine + m * S * XSH + off);
+      return make_float4(lo16(h.x, XH == 2), hi16(h.x, XH == 2), lo16(h.y, XH == 2), hi16(h.y, XH == 2));
+    } else {
+      return *reinterpret_cast<const float4*>(xmine + m * S * XS + off);
+    }
+  };
   const int slot_row = s * box_rows + r;
   const int row_off = slot_row * 128, swz = slot_row & 7;
   float acc[MB];
@@ -463,7 +517,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
           const float w2 = lo16(words[half * 2 + 1], FP16), w3 = hi16(words[half * 2 + 1], FP16);
 #pragma unroll
           for (int m = 0; m < MB; ++m) {
-            const float4 xv = *reinterpret_cast<const float4*>(xmine + m * S * XS + t * GP_KT + c * 8 + half * 4);
+            const float4 xv = x4(m, t * GP_KT + c * 8 + half * 4);
             acc[m] = __fmaf_rn(xv.x, w0, acc[m]);
             acc[m] = __fmaf_rn(xv.y, w1, acc[m]);
             acc[m] = __fmaf_rn(xv.z, w2, acc[m]);
