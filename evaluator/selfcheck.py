@@ -68,6 +68,7 @@ def run_rank(h) -> None:
 
         row: dict[str, str] = {}
         for variant, fn in (("reference", reference), ("perturbed", perturbed)):
+            h.progress(f"{pid} {variant}")  # a time-out names the problem it stopped in
             h.solution = fn
             status = "correct"
             try:
