@@ -28,6 +28,7 @@ DEFAULT_TIMEOUT_S = 600.0
 # minutes on the largest shapes).
 CPU_DEFAULTS = {"warmup": 3, "iters": 10, "trials": 3, "shapes": "default"}
 FAILURE_GRACE_S = 5.0  # after one rank reports a failure, the others get this long to follow
+STACK_DUMP_WAIT_S = 2.0  # the longest wait for unfinished ranks' stacks before they are killed
 DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" / "pkb-builds"))
 
 
@@ -103,6 +104,7 @@ class RankProcess:
     last_stage: str = "starting"
     exit_code: int | None = None  # as seen before the evaluator killed anything
     log_text: str = ""
+    stacks_at: int | None = None  # where in the log the stacks asked for at the end begin
 
 
 def resolve_problem(req: EvaluationRequest) -> tuple[dict, list[dict], Any]:
@@ -182,9 +184,10 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             os.close(control_w)
             ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log"))
         outcome = _collect(ranks, nonce, req.timeout_s, t0, notify)
+        _dump_stacks(ranks)
         sandbox.kill_all([r.proc for r in ranks], baseline)
         for r in ranks:
-            r.log_text = r.log_path.read_text(errors="replace") if r.log_path.exists() else ""
+            r.log_text = _read_log(r)
     except OSError as exc:
         raise EvaluatorError(f"evaluator failure: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -196,6 +199,47 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     if infra:
         raise EvaluatorError(f"rank {infra[0].rank}: {infra[0].infra}")
     return ranks, outcome, time.monotonic() - t0
+
+
+def _dump_stacks(ranks: list[RankProcess]) -> None:
+    """Every rank still running without a final report writes its threads' stacks into its log
+    (SIGUSR1, see evaluator.rank), so a time-out or deadlock says where each rank was."""
+    unfinished = [r for r in ranks if r.final is None and r.infra is None and r.proc.poll() is None]
+    for r in unfinished:
+        r.stacks_at = _size(r.log_path)
+        try:
+            os.kill(r.proc.pid, signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    # The dump is written from the signal handler in one go: wait until every log has grown and
+    # then stayed the same for a moment (a rank that cannot dump costs STACK_DUMP_WAIT_S at most).
+    deadline = time.monotonic() + STACK_DUMP_WAIT_S
+    sizes: dict[int, int] = {}
+    while unfinished and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = {r.rank: _size(r.log_path) for r in unfinished}
+        if now == sizes and all(now[r.rank] > r.stacks_at for r in unfinished):
+            break
+        sizes = now
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_log(r: RankProcess) -> str:
+    try:
+        data = r.log_path.read_bytes()
+    except OSError:
+        return ""
+    if r.stacks_at is not None and len(data) > r.stacks_at:
+        head, stacks = data[: r.stacks_at], data[r.stacks_at :]
+        newline = b"\n" if head and not head.endswith(b"\n") else b""
+        data = head + newline + b"[stopped by the evaluator; where its threads were:]\n" + stacks
+    return data.decode(errors="replace")
 
 
 def _write_all(fd: int, data: bytes) -> None:

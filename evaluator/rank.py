@@ -1,8 +1,14 @@
 """Entry point of a rank process; the harness lives in evaluator.harness (importable, so its
 classes are the same objects everywhere)."""
 
+import faulthandler
+import signal
 import sys
 
-from evaluator.harness import main
+# Before the slow imports: on a time-out the evaluator asks each unfinished rank for every
+# thread's Python stack (written into the rank's log) before it kills it.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+from evaluator.harness import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:]))

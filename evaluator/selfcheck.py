@@ -25,10 +25,10 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
     report: dict[str, Any] = {"world_size": world_size, "mode": mode, "wall_s": wall_s, "problems": {}}
     final = ranks[0].final
     if not final or "selfcheck" not in final:
-        from evaluator.assemble import _status
+        from evaluator.assemble import _log_tail, _status
 
         status, reason, _, detail = _status(ranks, outcome)
-        report["error"] = f"{status}: {reason}\n{detail}\n{ranks[0].log_text[-4000:]}"
+        report["error"] = f"{status}: {reason}\n{detail}\n{_log_tail(ranks)}"
     else:
         report["problems"] = final["selfcheck"]
     for pid in ids:

@@ -116,6 +116,10 @@ def test_hang_is_timeout_and_leaves_nothing_running(name):
     assert "did not finish" in doc["reason"]
     assert elapsed < limit + 8
     assert no_leftovers()
+    # Where each rank was when it was stopped.
+    for rank in (0, 1):
+        section = doc["log_tail"].split(f"== rank {rank} ==")[1].split("== rank")[0]
+        assert "where its threads were" in section and "in trial" in section, doc["log_tail"]
 
 
 @pytest.mark.parametrize(
