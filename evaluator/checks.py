@@ -193,12 +193,15 @@ def changed_inputs(before: Any, after: Any, allowed: tuple[int, ...]) -> str | N
     return None
 
 
+def element_count(value: Any) -> int:
+    return sum(t.numel() for t in tensors(value))
+
+
 def perturb_(value: Any) -> Any:
-    """Change one element of the first tensor output (used to prove the checks can fail)."""
-    first = tensors(value)
-    if not first:
-        raise ValueError("output has no tensor to perturb")
-    t = next((t for t in first if t.numel()), first[0])
+    """Change the first element of the first non-empty tensor output (used to prove the checks can fail)."""
+    t = next((t for t in tensors(value) if t.numel()), None)
+    if t is None:
+        raise ValueError("the output has no tensor element to perturb")
     at = (0,) * t.dim()  # index in place, also for non-contiguous tensors
     if t.dtype == torch.bool:
         t[at] = ~t[at]

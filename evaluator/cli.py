@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--shape", help="shape name, or 'default' for each problem's default shape; default: each problem's first (smallest)")
     check.add_argument("--trials", type=int, default=2)
     check.add_argument("--timeout", type=float, default=900.0)
+    check.add_argument("--seed", type=int, help="base of the trials' seeds, to run a reported draw again; default: random")
     check.add_argument("--json", type=Path)
     return parser
 
@@ -183,10 +185,13 @@ def cmd_selfcheck(args, console: Console) -> int:
     ids = args.problems.split(",") if args.problems else list(tasks.problems())
     try:
         with console.status(f"checking {len(ids)} problems at world {args.world_size}"):
-            report = run_selfcheck(ids, args.world_size, args.mode, args.shape, args.trials, args.timeout)
+            report = run_selfcheck(ids, args.world_size, args.mode, args.shape, args.trials, args.timeout, args.seed)
     except EvaluatorError as exc:
         console.print(f"[red]evaluator error: {exc}")
         return EXIT_BROKEN
+    except (KeyError, ValueError) as exc:
+        console.print(f"[red]{escape(str(exc.args[0] if exc.args else exc))}")  # KeyError's str() adds quotes
+        return EXIT_USAGE
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     table = Table()
@@ -198,6 +203,7 @@ def cmd_selfcheck(args, console: Console) -> int:
         ok &= good
         table.add_row(pid, row["reference"], row["perturbed"], row.get("reason", "")[:100], style=None if good else "red")
     console.print(table)
+    console.print(f"seed {report['seed']} (--seed {report['seed']} draws the same inputs again)")
     if report.get("error"):
         console.print(f"[red]{report['error']}")
         ok = False

@@ -51,7 +51,7 @@ class EvaluationRequest:
     timeout_s: float = DEFAULT_TIMEOUT_S
     pkb_root: str | None = None
     build_dir: str | None = None
-    selfcheck: list[str] | None = field(default=None, repr=False)  # internal: see evaluator.selfcheck
+    selfcheck: dict | None = field(default=None, repr=False)  # internal: problems and seed, see evaluator.selfcheck
 
     def validate(self) -> None:
         if self.mode not in MODES:

@@ -8,63 +8,75 @@ from typing import Any
 
 from evaluator.launch import EvaluationRequest, EvaluatorError, run_ranks
 
+SEED_BITS = 48  # the trials' seeds are offsets from one base seed: room below torch's 64-bit seeds
+
 
 def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str | None = None,
-                  trials: int = 2, timeout_s: float = 900.0) -> dict[str, Any]:
+                  trials: int = 2, timeout_s: float = 900.0, seed: int | None = None) -> dict[str, Any]:
+    """`seed`: the base of every trial's seeds (drawn when None); the report names it, so a failure
+    that depends on the draw can be run again."""
     import tasks
 
     for pid in ids:
         tasks.get(pid)
+    if seed is None:
+        seed = secrets.randbits(SEED_BITS)
+    if not isinstance(seed, int) or not 0 <= seed < 1 << SEED_BITS:
+        raise ValueError(f"seed must be an integer in [0, 2**{SEED_BITS}), not {seed!r}")
     runnable = [pid for pid in ids if world_size in tasks.get(pid).world_sizes]
-    req = EvaluationRequest(
-        problem="selfcheck", solution_code="", world_size=world_size, mode=mode, trials=trials, iters=0,
-        warmup=0, timeout_s=timeout_s, selfcheck=runnable,
-    )
-    shapes = [{"name": shape or "", "dims": {}, "default": True}]
-    ranks, outcome, wall_s = run_ranks(req, {"kind": "selfcheck"}, shapes, lambda stage, detail: None)
-    report: dict[str, Any] = {"world_size": world_size, "mode": mode, "wall_s": wall_s, "problems": {}}
-    final = ranks[0].final
-    if not final or "selfcheck" not in final:
-        from evaluator.assemble import _log_tail, _status
+    report: dict[str, Any] = {"world_size": world_size, "mode": mode, "seed": seed, "wall_s": 0.0, "problems": {}}
+    if runnable:
+        req = EvaluationRequest(
+            problem="selfcheck", solution_code="", world_size=world_size, mode=mode, trials=trials, iters=0,
+            warmup=0, timeout_s=timeout_s, selfcheck={"problems": runnable, "seed": seed},
+        )
+        req.validate()
+        shapes = [{"name": shape or "", "dims": {}, "default": True}]
+        ranks, outcome, report["wall_s"] = run_ranks(req, {"kind": "selfcheck"}, shapes, lambda stage, detail: None)
+        if outcome["tampered"]:
+            raise EvaluatorError(outcome["tampered"])
+        final = ranks[0].final
+        if not final or "selfcheck" not in final:
+            from evaluator.assemble import _log_tail, _status
 
-        status, reason, _, detail = _status(ranks, outcome)
-        report["error"] = f"{status}: {reason}\n{detail}\n{_log_tail(ranks)}"
-    else:
-        report["problems"] = final["selfcheck"]
+            status, reason, _, detail = _status(ranks, outcome)
+            report["error"] = f"{status}: {reason}\n{detail}\n{_log_tail(ranks)}"
+        else:
+            report["problems"] = final["selfcheck"]
     for pid in ids:
         if pid not in runnable:
             report["problems"][pid] = {"reference": "skipped", "perturbed": "skipped",
                                        "reason": f"world size {world_size} not supported"}
-    if outcome["tampered"]:
-        raise EvaluatorError(outcome["tampered"])
     return report
+
+
+def trial_seeds(base: int, index: int, trial: int, rank: int) -> dict[str, int]:
+    """Seeds of trial `trial` of the `index`-th problem checked, on `rank`."""
+    shared = base + 1000 * index + 10 * trial
+    return {"seed": shared + rank * 7919, "shared_seed": shared}
 
 
 def run_rank(h) -> None:
     """Rank side (called by evaluator.rank with a Harness)."""
     import tasks
-    from evaluator import checks
     from evaluator.harness import Verdict
     from evaluator.loading import load_problem
 
     cfg = h.cfg
-    h.cfg = {**cfg, "problem": {"kind": "suite", "id": cfg["selfcheck"][0]}} if cfg["selfcheck"] else cfg
+    problems, base = cfg["selfcheck"]["problems"], cfg["selfcheck"]["seed"]
+    h.cfg = {**cfg, "problem": {"kind": "suite", "id": problems[0]}}
     h.start()
     shape_name = cfg["shapes"][0]["name"]
     outcome: dict[str, dict] = {}
-    base = int.from_bytes(secrets.token_bytes(6), "little") if h.rank == 0 else 0
-    base = h_broadcast(h, base)
-    for n, pid in enumerate(cfg["selfcheck"]):
+    for n, pid in enumerate(problems):
         spec = tasks.get(pid)
         chosen = spec.default_shape if shape_name == "default" else spec.shape(shape_name) if shape_name else spec.shapes[0]
         dims = dict(chosen.dims)
         h.problem = load_problem({"kind": "suite", "id": pid})
         reference = h.problem.reference
-        last = h.rank == h.world - 1
 
-        def perturbed(*inputs, reference=reference, last=last):
-            out = reference(*inputs)
-            return checks.perturb_(out) if last else out
+        def perturbed(*inputs, reference=reference):
+            return perturb_one_rank_(h, reference(*inputs))
 
         row: dict[str, str] = {}
         for variant, fn in (("reference", reference), ("perturbed", perturbed)):
@@ -73,8 +85,7 @@ def run_rank(h) -> None:
             status = "correct"
             try:
                 for t in range(cfg["trials"]):
-                    seed = base + 1000 * n + 10 * t
-                    h.trial(dims, {"seed": seed + h.rank * 7919, "shared_seed": seed})
+                    h.trial(dims, trial_seeds(base, n, t, h.rank))
             except Verdict as verdict:
                 status = verdict.status
                 if variant == "reference" or status != "incorrect":
@@ -84,9 +95,20 @@ def run_rank(h) -> None:
     h.channel.send({"type": "final", "rank": h.rank, "status": "correct", "selfcheck": outcome, "shapes": []})
 
 
-def h_broadcast(h, value: int) -> int:
+def perturb_one_rank_(h, out: Any) -> Any:
+    """Perturbs the output of the last rank that has an element to change, all ranks agreeing on
+    which. The last rank's output may be empty for some draws (an all-to-all that sends it no
+    rows): failing there alone would make it skip the reference's collectives in the trial, and
+    its peers would wait in them for ever."""
     import torch.distributed as dist
 
-    box = [value]
-    dist.broadcast_object_list(box, src=0, group=h.group)
-    return box[0]
+    from evaluator import checks
+
+    counts: list[Any] = [None] * h.world
+    dist.all_gather_object(counts, checks.element_count(out), group=h.group)
+    holders = [rank for rank, count in enumerate(counts) if count]
+    if not holders:
+        raise ValueError("no rank's output has an element to perturb")
+    if h.rank == holders[-1]:
+        checks.perturb_(out)
+    return out
