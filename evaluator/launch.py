@@ -98,6 +98,8 @@ class RankProcess:
     proc: subprocess.Popen
     result_fd: int
     log_path: Path
+    control_fd: int = -1  # the seed stream's write end while `unsent` is not empty
+    unsent: bytes = b""
     buffer: bytes = b""
     final: dict | None = None
     infra: str | None = None
@@ -180,9 +182,11 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             )
             os.close(control_r)
             os.close(result_w)
-            _write_all(control_w, ("\n".join(lines) + "\n").encode())
-            os.close(control_w)
-            ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log"))
+            # Fed as the rank reads (see _collect): a stream longer than the pipe holds would
+            # block here, before the other ranks exist, while this one waits for them.
+            os.set_blocking(control_w, False)
+            ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log", control_w,
+                                     ("\n".join(lines) + "\n").encode()))
         outcome = _collect(ranks, nonce, req.timeout_s, t0, notify)
         _dump_stacks(ranks)
         sandbox.kill_all([r.proc for r in ranks], baseline)
@@ -194,6 +198,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
         sandbox.kill_all([r.proc for r in ranks], baseline)
         for r in ranks:
             _close(r.result_fd)
+            _close(r.control_fd)
         shutil.rmtree(workdir, ignore_errors=True)
     infra = [r for r in ranks if r.infra]
     if infra:
@@ -242,12 +247,6 @@ def _read_log(r: RankProcess) -> str:
     return data.decode(errors="replace")
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def _close(fd: int) -> None:
     try:
         os.close(fd)
@@ -261,6 +260,7 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
     for r in ranks:
         os.set_blocking(r.result_fd, False)
         selector.register(r.result_fd, selectors.EVENT_READ, r)
+        selector.register(r.control_fd, selectors.EVENT_WRITE, r)
     deadline = t0 + timeout_s
     failure_at: float | None = None
     tampered: str | None = None
@@ -276,6 +276,9 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
             break
         for key, _ in selector.select(timeout=min(0.5, max(0.01, deadline - now))):
             r: RankProcess = key.data
+            if key.fd == r.control_fd:
+                _feed(r, selector)
+                continue
             try:
                 chunk = os.read(r.result_fd, 1 << 16)
             except BlockingIOError:
@@ -318,6 +321,21 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
         r.exit_code = r.proc.poll()
     timed_out = time.monotonic() >= deadline and not all(r.final for r in ranks)
     return {"tampered": tampered, "timed_out": timed_out, "startup_s": startup_s}
+
+
+def _feed(r: RankProcess, selector: selectors.BaseSelector) -> None:
+    """Writes what the control pipe takes of the rank's configuration and seeds; closes it after
+    the last seed (or when the rank is gone: its exit is noticed by _collect)."""
+    try:
+        r.unsent = r.unsent[os.write(r.control_fd, r.unsent) :]
+    except BlockingIOError:
+        return
+    except BrokenPipeError:
+        r.unsent = b""
+    if not r.unsent:
+        selector.unregister(r.control_fd)
+        _close(r.control_fd)
+        r.control_fd = -1
 
 
 def exit_description(code: int | None) -> str:

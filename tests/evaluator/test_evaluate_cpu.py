@@ -3,6 +3,7 @@ and named, nothing is left running."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import tasks
-from evaluator.launch import EvaluationRequest, evaluate
+from evaluator.launch import EvaluationRequest, evaluate, seed_stream
 from evaluator.sandbox import descendants
 
 HERE = Path(__file__).parent
@@ -96,6 +97,17 @@ def test_exception_is_runtime_error_with_traceback():
     assert doc["status"] == "runtime_error"
     assert "too many resources requested" in doc["reason"]
     assert "Traceback" in doc["log_tail"] and "in helper" in doc["log_tail"]
+
+
+def test_seed_stream_longer_than_a_pipe_holds():
+    """Each rank's seed stream used to be written whole before the next rank was started: past a
+    pipe's capacity (64 KiB by default on Linux) the evaluator blocked there, while the rank it fed
+    waited for peers that did not exist yet."""
+    trials = 700
+    stream = seed_stream(b"k" * 32, "allreduce", [{"name": "small"}], 0, trials, timed=False)
+    assert sum(len(json.dumps(m)) + 1 for m in stream) > 64 << 10
+    doc = run("allreduce", reference("allreduce"), trials=trials, iters=0, warmup=0, timeout_s=120)
+    assert doc["status"] == "correct", doc["reason"]
 
 
 def test_crash_is_runtime_error_naming_the_rank():
