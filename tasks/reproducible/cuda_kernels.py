@@ -46,7 +46,13 @@ from tasks.reproducible.config import CHUNK, GEMV_ROWS, sgemm_tail_columns, spli
 NVRTC_OPTIONS = ["-fmad=false", "-ftz=false", "-prec-div=true", "-prec-sqrt=true"]
 
 GEMV_THREADS = 128
-SOURCE = f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n" + Path(__file__).with_name("kernels.cu").read_text()
+# The persistent GEMV's x in shared memory, per chunk: fp32 values, or 16-bit ones (x_half), padded
+# so that threads reading the same k of neighbouring chunks hit different banks.
+PERSISTENT_X_CHUNK = {False: CHUNK + 4, True: CHUNK + 8}
+SOURCE = (
+    f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n"
+    f"#define GP_XS {PERSISTENT_X_CHUNK[False]}\n#define GP_XSH {PERSISTENT_X_CHUNK[True]}\n"
+) + Path(__file__).with_name("kernels.cu").read_text()
 
 # Kernel variants, chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in
 # bench/NOTES.md). Any variant of a kernel gives the same bits: they only decide speed.
@@ -319,7 +325,7 @@ def _persistent_plan(
         return None
     # S boxes of G rows x 128 bytes, each 1024-byte aligned (one merged box of S*G rows never takes more)
     slot = s * -(-group * 128 // 1024) * 1024
-    x_bytes = mb * s * ((CHUNK + 8) * 2 if x_half else (CHUNK + 4) * 4)  # padded chunks (kernels.cu)
+    x_bytes = mb * s * PERSISTENT_X_CHUNK[x_half] * (2 if x_half else 4)
     fixed = 1024 + x_bytes + 2 * mb * s * group * 4  # alignment, x, partials
     room = smem_max // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)

@@ -1,5 +1,6 @@
 // The reproducible path's CUDA kernels (cuda_kernels.py describes them). cuda_kernels.py defines
-// CHUNK (config.py's chunk length) and ROWS (the row-block GEMV's threads) before this source and
+// CHUNK (config.py's chunk length), ROWS (the row-block GEMV's threads), and GP_XS and GP_XSH (the
+// persistent GEMV's padded chunk of x, in fp32 and in 16-bit values) before this source and
 // compiles it with NVRTC: -fmad=false -ftz=false -prec-div=true -prec-sqrt=true.
 
 #define CANONICAL_NAN 0x7fc00000
@@ -56,10 +57,10 @@ __device__ __forceinline__ float hi16(unsigned v, bool fp16) {
   return __uint_as_float(v & 0xffff0000u);
 }
 __device__ __forceinline__ float canonical(float y) { return y != y ? __uint_as_float(CANONICAL_NAN) : y; }
-// Four consecutive outputs of a row, columns n..n+3 of N: one 16-byte store when they fit and
-// stay aligned, else one at a time up to N.
-__device__ __forceinline__ void store_row4(float* o, const float v[4], int n, int N) {
-  if ((N & 3) == 0 && n + 3 < N) {
+// Four consecutive outputs of a row, columns n..n+3 of N, at o: one 16-byte store when they fit
+// and `vec` (o is 16-byte aligned), else one at a time up to N.
+__device__ __forceinline__ void store_row4(float* o, const float v[4], int n, int N, bool vec) {
+  if (vec && n + 3 < N) {
     *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
   } else {
 #pragma unroll
@@ -326,8 +327,8 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
 #ifdef REPRO_SM90
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
-  constexpr int XS = CHUNK + 4;         // x floats per chunk: the 4 stagger the chunks' banks
-  constexpr int XSH = CHUNK + 8;        // with XH, x's 16-bit values per chunk, staggered alike
+  constexpr int XS = GP_XS;             // x floats per chunk, padded to stagger the chunks' banks
+  constexpr int XSH = GP_XSH;           // with XH, x's 16-bit values per chunk, staggered alike
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __shared__ __align__(8) unsigned long long full[GP_MAX_STAGES], empty[GP_MAX_STAGES], x_full, x_empty;
   const int S = (K + CHUNK - 1) / CHUNK;
@@ -412,28 +413,14 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     return;
   }
 
-  // x into shared memory, eight k per unit.
+  // x into shared memory, eight k per unit: upcast from the producer's copy (x_bulk), or loaded
+  // here as fp32, or (XH) as its 16-bit values; -0.0 past K and in rows past M. Loaded here, each
+  // thread issues the loads of GP_XU units before it stores any, so that x costs one round trip to
+  // L2 per GP_XU units, not one per value; with x_direct the producer copies x's rows into place
+  // and only the units past them are stored here.
   const int units = MB * S * (CHUNK / 8);
   const bool x_vec = rows_16b_aligned(x, ldx, x_size, M);
-  if (XH) {  // as its 16-bit values: the copy's, or loaded here; -0.0 past K and in rows past M
-    for (int base = 0; base < units; base += GP_XU * GP_THREADS) {
-      uint4 v[GP_XU];
-#pragma unroll
-      for (int j = 0; j < GP_XU; ++j) {
-        const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
-        const int valid = u < units && m < M ? K - k : 0;
-        v[j] = load8_16bit(x, (long long)m * ldx + k, x_vec, x_direct ? 0 : valid);
-      }
-#pragma unroll
-      for (int j = 0; j < GP_XU; ++j) {
-        const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
-        if (u >= units) break;
-        if (x_direct && m < M && k < K) continue;  // the copy's (K % 8 == 0: a unit is wholly before K or past it)
-        *reinterpret_cast<uint4*>(xh + (m * S + k / CHUNK) * XSH + k % CHUNK) = v[j];
-      }
-    }
-    if (x_direct) mbar_wait(smem_u32(&x_full), 0);
-  } else if (x_bulk) {  // from the producer's copy
+  if (x_bulk) {  // from the producer's copy
     mbar_wait(smem_u32(&x_full), 0);
     for (int u = tid; u < units; u += GP_THREADS) {
       const int m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
@@ -460,24 +447,31 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     }
     mbar_arrive(smem_u32(&x_empty));
   }
-  // Else loaded here: each thread issues the loads of GP_XU units before it stores any, so the copy
-  // costs one round trip to L2 per GP_XU units, not one per value.
-  for (int base = 0; base < (x_bulk || XH ? 0 : units); base += GP_XU * GP_THREADS) {
-    float v[GP_XU][8];
+  for (int base = 0; base < (x_bulk ? 0 : units); base += GP_XU * GP_THREADS) {
+    uint4 h[XH ? GP_XU : 1];
+    float v[XH ? 1 : GP_XU][8];
 #pragma unroll
     for (int j = 0; j < GP_XU; ++j) {
       const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
-      load8_as_f32(x, (long long)m * ldx + k, x_dtype, x_vec, u < units && m < M ? K - k : 0, v[j]);
+      const int valid = u < units && m < M ? K - k : 0;
+      if constexpr (XH != 0) h[j] = load8_16bit(x, (long long)m * ldx + k, x_vec, x_direct ? 0 : valid);
+      else load8_as_f32(x, (long long)m * ldx + k, x_dtype, x_vec, valid, v[j]);
     }
 #pragma unroll
     for (int j = 0; j < GP_XU; ++j) {
       const int u = base + tid + j * GP_THREADS, m = u / (S * CHUNK / 8), k = u % (S * CHUNK / 8) * 8;
       if (u >= units) break;
-      float* dst = xs + m * S * XS + (k / CHUNK) * XS + k % CHUNK;
-      *reinterpret_cast<float4*>(dst) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
-      *reinterpret_cast<float4*>(dst + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+      if constexpr (XH != 0) {
+        if (x_direct && m < M && k < K) continue;  // the copy's (K % 8 == 0: a unit is wholly before K or past it)
+        *reinterpret_cast<uint4*>(xh + (m * S + k / CHUNK) * XSH + k % CHUNK) = h[j];
+      } else {
+        float* dst = xs + m * S * XS + (k / CHUNK) * XS + k % CHUNK;
+        *reinterpret_cast<float4*>(dst) = make_float4(v[j][0], v[j][1], v[j][2], v[j][3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(v[j][4], v[j][5], v[j][6], v[j][7]);
+      }
     }
   }
+  if (XH && x_direct) mbar_wait(smem_u32(&x_full), 0);
   asm volatile("bar.sync 1, %0;" :: "n"(GP_THREADS) : "memory");  // the computing threads only
 
   // Neighbouring threads own neighbouring rows of a slot (conflict-free reads) and mostly one
@@ -743,7 +737,7 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
       if (SPLIT)
         *reinterpret_cast<float4*>(ptile + r * 128 + c) = make_float4(v[0], v[1], v[2], v[3]);
       else
-        store_row4(out + (size_t)m * N + n, v, n, N);
+        store_row4(out + (size_t)m * N + n, v, n, N, (N & 3) == 0);  // n is a multiple of 4
     }
   }
 #else
@@ -777,12 +771,8 @@ extern "C" __global__ void __launch_bounds__(256) repro_transpose(const void* __
   for (int j = 0; j < 4; ++j) {  // quads of m: k row q / 16, m (q % 16) * 4
     const int q = tid + j * 256, kk = q / 16, mq = q % 16 * 4, m = m0 + mq;
     if (k0 + kk >= K) continue;
-    float* dst = xt + (long long)(k0 + kk) * ldt + m;
-    if (m + 3 < M) {
-      *reinterpret_cast<float4*>(dst) = make_float4(block[kk][mq], block[kk][mq + 1], block[kk][mq + 2], block[kk][mq + 3]);
-    } else {
-      for (int e = 0; e < 4 && m + e < M; ++e) dst[e] = block[kk][mq + e];
-    }
+    const float v[4] = {block[kk][mq], block[kk][mq + 1], block[kk][mq + 2], block[kk][mq + 3]};
+    store_row4(xt + (long long)(k0 + kk) * ldt + m, v, m, M, true);  // ldt and m are multiples of 4
   }
 }
 
