@@ -49,9 +49,16 @@ GEMV_THREADS = 128
 # The persistent GEMV's x in shared memory, per chunk: fp32 values, or 16-bit ones (x_half), padded
 # so that threads reading the same k of neighbouring chunks hit different banks.
 PERSISTENT_X_CHUNK = {False: CHUNK + 4, True: CHUNK + 8}
+# The persistent GEMV requests at most this many weight stages ahead of those that are in. With
+# every free slot requested at once, a program's stages came in together and were then read one
+# after another, holding up the refills: back to back at M = 1, two stages took 4096x4096 from 10.70
+# to 10.23 us, 3584x4608 from 10.94 to 10.33 and 4096x14336 from 30.08 to 29.48 (three: 10.30,
+# 10.38, 29.57; four: 10.44, 10.76, 29.89; bench/NOTES.md).
+PERSISTENT_IN_FLIGHT = 2
 SOURCE = (
     f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n"
     f"#define GP_XS {PERSISTENT_X_CHUNK[False]}\n#define GP_XSH {PERSISTENT_X_CHUNK[True]}\n"
+    f"#define GP_IN_FLIGHT {PERSISTENT_IN_FLIGHT}\n"
 ) + Path(__file__).with_name("kernels.cu").read_text()
 
 # Kernel variants, chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in

@@ -1,7 +1,8 @@
 // The reproducible path's CUDA kernels (cuda_kernels.py describes them). cuda_kernels.py defines
-// CHUNK (config.py's chunk length), ROWS (the row-block GEMV's threads), and GP_XS and GP_XSH (the
-// persistent GEMV's padded chunk of x, in fp32 and in 16-bit values) before this source and
-// compiles it with NVRTC: -fmad=false -ftz=false -prec-div=true -prec-sqrt=true.
+// CHUNK (config.py's chunk length), ROWS (the row-block GEMV's threads), GP_XS and GP_XSH (the
+// persistent GEMV's padded chunk of x, in fp32 and in 16-bit values) and GP_IN_FLIGHT (its weight
+// stages requested at once) before this source and compiles it with NVRTC: -fmad=false -ftz=false
+// -prec-div=true -prec-sqrt=true.
 
 #define CANONICAL_NAN 0x7fc00000
 
@@ -404,6 +405,13 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         const int slot = st % stages, round = st / stages;
         if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
         else if (x_bulk && slot >= stages - x_slots) mbar_wait(smem_u32(&x_empty), 0);  // x is still there
+        // At most GP_IN_FLIGHT stages requested and not yet in: all of them at once came in together
+        // (every program's at the same time) and were then read one after another, which held up the
+        // refills behind the reading.
+        if (st >= GP_IN_FLIGHT) {
+          const int done = st - GP_IN_FLIGHT;
+          mbar_wait(smem_u32(&full[done % stages]), (done / stages) & 1);
+        }
         const unsigned bar = smem_u32(&full[slot]);
         mbar_arrive_expect(bar, S * G * 128);
         stage_boxes(st, true, ws + slot * slot_b, bar);
