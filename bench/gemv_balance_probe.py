@@ -184,32 +184,14 @@ BOX_VARIANTS = [(5, False), (5, True), (6, True)]
 
 def graph_us(calls: list, ctr: torch.Tensor) -> float:
     """Median per-call device us of the calls (call i gets counter i) captured in one CUDA graph
-    after zeroing the counters, over 5 replays; the zeroing's own time is taken off."""
-    reps = len(calls)
+    after zeroing the counters; the zeroing's graph, launch included, is taken off."""
 
     def run_all():
         ctr.zero_()
         for i, c in enumerate(calls):
             c(ctr[i:])
 
-    def timed(fn) -> float:
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        graph.replay()
-        times = []
-        for _ in range(5):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return sorted(times)[2] * 1e3
-
-    return (timed(run_all) - timed(ctr.zero_)) / reps
+    return (graph_ms([run_all], 1) - graph_ms([ctr.zero_], 1)) * 1e3 / len(calls)
 
 
 def main() -> None:
