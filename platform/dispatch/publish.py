@@ -11,6 +11,7 @@ import logging
 import uuid
 
 from django.conf import settings
+from django.db.models import Case, F, PositiveIntegerField, When
 from django.utils import timezone
 
 from evaluator.worker import EVALUATE_TASK, declare_queue
@@ -100,6 +101,15 @@ def enqueue(evaluation_id: int) -> bool:
     return publish_or_release(evaluation_id, token)
 
 
+def unclaimed_attempt() -> Case:
+    """A row's attempts after a message that proves its delivery started (a result, a failure
+    report): one more if the row is still queued, since its claim was overtaken (web workers racing)
+    and, finding the row moved on, will change nothing."""
+    return Case(
+        When(state="queued", then=F("attempts") + 1), default=F("attempts"), output_field=PositiveIntegerField()
+    )
+
+
 def requeue(evaluation_id: int, old_token: uuid.UUID, reason: str, countdown: float = 0) -> bool:
     """Put a started evaluation back in its queue under a fresh token, so that whatever the previous
     delivery still sends is ignored. Conditional on the old token: of two callers, one wins."""
@@ -109,6 +119,7 @@ def requeue(evaluation_id: int, old_token: uuid.UUID, reason: str, countdown: fl
     ).update(
         state="queued",
         stage="queued",
+        attempts=unclaimed_attempt(),  # a failure report that overtook its claim
         dispatch_token=token,
         worker="",
         heartbeat_at=None,

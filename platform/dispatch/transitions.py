@@ -7,7 +7,8 @@ A message is acted on only while the row is queued or running *and* carries the 
 So a result delivered twice is stored once, and whatever a delivery that was given up on still
 sends (a worker presumed lost, a copy handed out again after a broker restart) changes nothing.
 `store_result` also accepts a queued row with its token: the web queue may run the claim after the
-result when several web workers race.
+result when several web workers race. A result or failure report that overtook its claim proves the
+delivery started, so it counts the attempt the late claim no longer can (`publish.unclaimed_attempt`).
 """
 
 from __future__ import annotations
@@ -96,7 +97,11 @@ def output_digest(doc: dict) -> str | None:
 
 def fail(evaluation_id: int, token: Any, reason: str) -> bool:
     failed = active(evaluation_id, token).update(
-        state="failed", stage="done", reason=reason[:2000], finished_at=timezone.now()
+        state="failed",
+        stage="done",
+        attempts=publish.unclaimed_attempt(),
+        reason=reason[:2000],
+        finished_at=timezone.now(),
     )
     if failed:
         log.warning("evaluation %s: failed: %s", evaluation_id, reason)
@@ -135,6 +140,7 @@ def store_result(evaluation_id: int, token: Any, doc: Any) -> bool:
     stored = active(evaluation_id, token).update(
         state="done",
         stage="done",
+        attempts=publish.unclaimed_attempt(),
         status=doc["status"],
         result=doc,
         correct=summary.get("correct"),
@@ -172,6 +178,8 @@ def report_failure(evaluation_id: int, token: Any, reason: str, retry: bool = Tr
         return "unchanged"
     if not retry:
         return "failed" if fail(evaluation_id, token, reason) else "unchanged"
+    if evaluation.state == "queued":  # the report overtook its claim: requeue counts the attempt
+        evaluation.attempts += 1
     backoff = settings.PKB_RETRY_BACKOFF_S * max(1, evaluation.attempts)
     return recover(evaluation, reason, countdown=backoff)
 

@@ -158,13 +158,37 @@ def test_a_result_delivered_twice_is_stored_once(make_evaluation, sent):
     assert ev.output_digest == transitions.output_digest(first) and len(ev.output_digest) == 64
 
 
-def test_a_result_that_overtook_its_claim_is_stored(make_evaluation, sent):
+def test_a_result_that_overtook_its_claim_is_stored_and_counts_the_attempt(make_evaluation, sent):
     ev = make_evaluation()
     token = published(ev, sent)
     assert tasks.store_result(ev.pk, token, document("incorrect"))
     assert not tasks.record_stage(ev.pk, token, "starting", "gpu-a")  # the late claim changes nothing
     ev.refresh_from_db()
-    assert (ev.state, ev.status, ev.correct) == ("done", "incorrect", False)
+    assert (ev.state, ev.status, ev.correct, ev.attempts) == ("done", "incorrect", False, 1)
+
+
+def test_failure_reports_that_overtook_their_claims_count_toward_the_cap(make_evaluation, sent):
+    ev = make_evaluation()
+    token = published(ev, sent)
+    for attempt in (1, 2):
+        assert tasks.report_failure(ev.pk, token, "CUDA driver error", True) == "requeued"
+        assert not tasks.record_stage(ev.pk, token, "starting", "gpu-a")  # late, and its token is stale now
+        ev.refresh_from_db()
+        assert (ev.state, ev.attempts) == ("queued", attempt)
+        assert sent.sent[-1]["countdown"] == 10 * attempt
+        token = str(ev.dispatch_token)
+    assert tasks.report_failure(ev.pk, token, "CUDA driver error", True) == "failed"
+    ev.refresh_from_db()
+    assert (ev.state, ev.attempts) == ("failed", 3)
+    assert ev.reason == "gave up after 3 attempts: CUDA driver error"
+
+
+def test_a_final_failure_that_overtook_its_claim_counts_the_attempt(make_evaluation, sent):
+    ev = make_evaluation()
+    token = published(ev, sent)
+    assert tasks.report_failure(ev.pk, token, "the solution's build directory is unwritable", False) == "failed"
+    ev.refresh_from_db()
+    assert (ev.state, ev.attempts) == ("failed", 1)
 
 
 @pytest.mark.parametrize(
