@@ -34,6 +34,22 @@ ROUNDS = 10  # alternate often: host-side drift on shared machines then hits bot
 TIMING_ATTEMPTS = 3  # measure again after a stall, at most twice (see time_sides)
 
 
+def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed: int, shared_seed: int,
+                device: torch.device, portable: bool = False) -> tuple:
+    """One rank's inputs of `problem` from generators on `device` seeded with `seed` (this rank's)
+    and `shared_seed` (the same on every rank): what every trial, timing set and public trial runs."""
+    rng = torch.Generator(device=device)
+    rng.manual_seed(seed)
+    shared = torch.Generator(device=device)
+    shared.manual_seed(shared_seed)
+    # A bitwise problem's public-trial digests are compared across hardware (and with `cpu`
+    # mode's), so those draws must be the same bits on every host CPU too.
+    portable_draws = portable and problem.bitwise
+    ctx = InputContext(rank, world, dims, problem.dtype, device, rng, shared, portable_draws)
+    made = problem.make_inputs(ctx)
+    return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+
 class Verdict(Exception):
     """Ends the evaluation on this rank with a status (raised on the rank that found it)."""
 
@@ -181,16 +197,7 @@ class Harness:
         device, so the same seed gives the same bits on any GPU (CUDA generators' streams can
         depend on the device's multiprocessor count)."""
         device = torch.device("cpu") if portable else self.device
-        rng = torch.Generator(device=device)
-        rng.manual_seed(seed)
-        shared = torch.Generator(device=device)
-        shared.manual_seed(shared_seed)
-        # A bitwise problem's public-trial digests are compared across hardware (and with `cpu`
-        # mode's), so those draws must be the same bits on every host CPU too.
-        portable_draws = portable and self.problem.bitwise
-        ctx = InputContext(self.rank, self.world, dims, self.problem.dtype, device, rng, shared, portable_draws)
-        made = self.problem.make_inputs(ctx)
-        made = tuple(made) if isinstance(made, (tuple, list)) else (made,)
+        made = draw_inputs(self.problem, self.rank, self.world, dims, seed, shared_seed, device, portable)
         return checks.to_device(made, self.device) if portable else made
 
     def sync(self) -> None:

@@ -32,22 +32,19 @@ def test_every_reference_passes_and_a_perturbed_copy_fails(world_size):
 
 def base_seed_sending_the_last_rank_no_rows(world_size: int) -> int:
     """A selfcheck seed whose first trial of moe_all2all_primitive (checked alone, at its first
-    shape) leaves the last rank's output empty: drawn as evaluator.harness draws inputs."""
+    shape) leaves the last rank's output empty: drawn by the harness's own draw_inputs."""
     import torch
 
+    from evaluator.harness import draw_inputs
     from evaluator.loading import load_problem
-    from tasks.spec import InputContext
 
     problem = load_problem({"kind": "suite", "id": "moe_all2all_primitive"})
     dims = dict(tasks.get("moe_all2all_primitive").shapes[0].dims)
     last = world_size - 1
     for base in range(100_000):
         seeds = trial_seeds(base, 0, 0, last)
-        rng, shared = torch.Generator(), torch.Generator()
-        rng.manual_seed(seeds["seed"])
-        shared.manual_seed(seeds["shared_seed"])
-        ctx = InputContext(last, world_size, dims, problem.dtype, torch.device("cpu"), rng, shared)
-        _, _, output_split_sizes, _ = problem.make_inputs(ctx)
+        inputs = draw_inputs(problem, last, world_size, dims, seeds["seed"], seeds["shared_seed"], torch.device("cpu"))
+        _, _, output_split_sizes, _ = inputs
         if sum(output_split_sizes) == 0:
             return base
     raise AssertionError("no draw leaves the last rank without rows")
