@@ -357,6 +357,12 @@ def _weight_tensor_map(address: int, n: int, k: int, row_stride: int, group: int
     return cuda_rtc.encode_tensor_map(address, (k, n), (row_stride * 2,), (PERSISTENT_KT, group))
 
 
+def persistent_copies_x(mb: int, k: int) -> bool:
+    """Whether the persistent GEMV's producer copies fp32-kept x in (XCOPY): where the computing
+    threads would take more than one round trip to load it."""
+    return mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
+
+
 def gemv_persistent(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -385,7 +391,7 @@ def gemv_persistent(
     merged = wmap is not None
     wmap = wmap or _weight_tensor_map(weight.data_ptr(), n, k, row_stride, plan.group, False)
     x_half = _DTYPE_CODES[x.dtype] if plan.x_half else 0
-    x_copy = not x_half and mb * split_count(k) * (CHUNK // 8) > PERSISTENT_X_ONE_TRIP
+    x_copy = not x_half and persistent_copies_x(mb, k)
     programmatic = _programmatic(x.device.index)
     launcher(gemv_persistent_name(mb, weight.dtype == torch.float16, x_copy, x_half))(
         (plan.programs, 1, 1), PERSISTENT_THREADS + 32, plan.smem,
