@@ -76,6 +76,9 @@ def main() -> None:
     builds, results, bad = Builds(), [], 0
     for shape in args.shapes.split(","):
         k, n = (int(v) for v in shape.split("x"))
+        if not ck.gemv_persistent_fits(args.m, n, k, ck.PERSISTENT_VARIANT, torch.bfloat16):
+            print(f"K={k} N={n} M={args.m}: the persistent GEMV does not take this shape; skipped")
+            continue
         copies = weight_copies(n, k, dev)
         x = torch.randn(args.m, k, device=dev).to(torch.bfloat16)
         times: dict[tuple, list[float]] = {c: [] for c in combos}
