@@ -162,6 +162,10 @@ def _every_cuda_kernel(x, w, b, what):
             for tail in sorted({1, ncols // 2, ncols - 1} - {0}):  # whole tiles, the last columns split by chunk
                 got = ck.sgemm(xc, wc, bc, tail_columns=tail, variant=v)
                 assert_same_bits(got, want, f"{what} sgemm {v} last {tail} of {ncols} tile columns split")
+        if ck.sgemm_ws_runs_on(xc.device.index):
+            for tail in sorted({0, 1, ncols // 2}):  # 256 x 128 whole tiles, the last columns split by chunk
+                got = ck.sgemm(xc, wc, bc, tail_columns=tail, wide=True)
+                assert_same_bits(got, want, f"{what} warp-specialized sgemm, last {tail} of {ncols} tile columns split")
     return checked
 
 
@@ -440,6 +444,37 @@ def _audit(ptx: str, what: str) -> None:
     )
     f32_ftz = [line for line in ptx.splitlines() if ".ftz" in line and ".f32" in line]
     assert not f32_ftz, f"{what}: flush-to-zero arithmetic: {f32_ftz[:3]}"
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0), reason="needs sm_90a (H100, H200)"
+)
+def test_warp_specialized_sgemm_matches_the_emulation():
+    # M past a 256-row tile, N past a 128-column one, K past a 16-k stage and a 512-k chunk; a
+    # stage of which only the first 8 k are in; one row; fp16 and bf16 weights; every x dtype.
+    from tasks.reproducible import cuda_kernels as ck
+
+    cases = [(300, 260, 1096), (513, 130, 4104), (1, 128, 8), (256, 384, 1536), (70, 1000, 520)]
+    for i, (m, n, k) in enumerate(cases):
+        for xdtype in (torch.float32, torch.bfloat16, torch.float16):
+            x, w, b = random_case(m, n, k, seed=300 + i, wdtype=torch.float16 if i % 2 else torch.bfloat16,
+                                  xdtype=xdtype, bias=i != 2)  # fmt: skip
+            want = reproducible_matmul_cpu(x, w, b)
+            got = ck.sgemm(x.cuda(), w.cuda(), b.cuda() if b is not None else None, wide=True)
+            assert_same_bits(got, want, f"warp-specialized sgemm M={m} N={n} K={k} x={xdtype}")
+    xb, wb = special_values(k=1096)
+    got = ck.sgemm(xb.cuda(), wb.cuda(), None, wide=True)
+    assert_same_bits(got, reproducible_matmul_cpu(xb, wb, None), "warp-specialized sgemm, special values")
+    # The default launch takes it where its tiles make enough waves, and the 128 x 128 tiles below.
+    dev = torch.cuda.current_device()
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    assert ck._sgemm_ws_pays(4096, 4096, dev)
+    assert not ck._sgemm_ws_pays(512, 14336, dev)
+    assert ck._sgemm_ws_pays(256, 128 * ck.SGEMM_WS_MIN_WAVES * sms, dev)
+    assert not ck._sgemm_ws_pays(256, 128 * (ck.SGEMM_WS_MIN_WAVES * sms - 1), dev)
+    ptx = ck.sm90a_ptx()
+    _audit(ptx, "cuda sm_90a sgemm")
+    assert "setmaxnreg" in ptx and not re.search(r"\badd\.f32\b|\bmul\.f32\b", ptx)
 
 
 def test_ptx_audit():

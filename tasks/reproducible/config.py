@@ -64,8 +64,9 @@ class LaunchConfig:
     kernel: "gemv" (CUDA C++, weights streamed through shared memory, M <= 16 rows per program,
     chunk partials added by a second kernel), "gemv_persistent" (CUDA C++, M <= 4, one program per
     SM walking row groups, weights copied by the tensor-memory accelerator, chunk partials added in
-    the same launch), "sgemm" (CUDA C++, 128 x 128 register-blocked tiles) or "tile" (Triton, fp32
-    FMA dot; the block_* fields, warps and stages apply to it). split_parallel ("sgemm" and
+    the same launch), "sgemm" (CUDA C++, register-blocked tiles: 128 x 128, or 256 x 128
+    warp-specialized on sm_90a where they make enough waves) or "tile" (Triton, fp32 FMA dot; the
+    block_* fields, warps and stages apply to it). split_parallel ("sgemm" and
     "tile"): chunks run in separate programs and a second kernel adds their partials in index
     order; otherwise one program walks every chunk of its tile in order and adds them as it goes.
     """

@@ -19,6 +19,10 @@
   tiles for `repro_combine_tiles` (every tile of a small output, or the columns of tiles that
   would make up a large one's last, part-empty wave). x is read from a k-major fp32 copy made by
   `repro_transpose`.
+- `repro_sgemm_ws<FP16>`: the same prefill SGEMM warp-specialized for sm_90a (H100, H200): 256 x
+  128 tiles, one program per SM, 16 computing warps fed through mbarriers by a loader warpgroup
+  (tensor-memory copies of both tiles, the weight's upcast) that hands its registers to them;
+  built in a module of its own for sm_90a. Used where its tiles make enough waves (`sgemm`).
 - `repro_combine`, `repro_combine_tiles`: add the chunk partials in index order (`__fadd_rn`),
   then the bias.
 - `repro_all_reduce`: the deterministic all-reduce in one launch: each rank copies its fp32
@@ -94,6 +98,20 @@ PERSISTENT_PREFETCH_STAGES = 1
 SGEMM_VARIANT = (8, 16, 3, 2)
 SGEMM_TILE = 128
 SGEMM_TOTALS_BYTES = SGEMM_TILE * SGEMM_TILE * 4  # every output's running total, in shared memory
+# The warp-specialized SGEMM (sm_90a): its tile rows, threads, k per stage and stages (kernels.cu's
+# WS_ROWS, WS_COMPUTE + 128, WS_BK, WS_STAGES). It takes whole tiles wherever they make at least
+# SGEMM_WS_MIN_WAVES waves of one program per SM: at M = 4096 it ran 3-4% faster than the 128 x 128
+# tiles at two programs per SM (bench/NOTES.md); with fewer tiles a part-empty last wave costs it
+# more than the other kernel, which fills each SM with two.
+SGEMM_WS_ROWS = 256
+SGEMM_WS_THREADS = 640
+SGEMM_WS_K = 16
+SGEMM_WS_STAGES = 3
+SGEMM_WS_MIN_WAVES = 3
+# Its warpgroups' registers per thread after setmaxnreg (kernels.cu's WS_COMPUTE_REGS and
+# WS_LOADER_REGS): the computing threads' increase waits until the loader's decrease has freed
+# enough, so the launch must hold at least their sum or the program would never start computing.
+SGEMM_WS_REGISTERS = 512 * 112 + 128 * 32
 
 
 def _b(flag: bool) -> str:
@@ -118,11 +136,16 @@ def sgemm_name(fp16: bool, split: bool, variant: tuple[int, int, int, int] = SGE
     return f"repro_sgemm<{tm}, {bk}, {ns}, {minb}, {_b(split)}, {_b(fp16)}>"
 
 
+@functools.cache
+def sgemm_ws_name(fp16: bool) -> str:
+    return f"repro_sgemm_ws<{_b(fp16)}>"
+
+
 # Parameter counts of each kernel family, for the launchers.
-_NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 14, "repro_sgemm<": 12, "repro_combine_tiles": 10,
-            "repro_combine": 8, "repro_all_reduce": 8, "repro_transpose": 7}  # fmt: skip
+_NPARAMS = {"repro_gemv<": 15, "repro_gemv_persistent<": 14, "repro_sgemm<": 12, "repro_sgemm_ws<": 8,
+            "repro_combine_tiles": 10, "repro_combine": 8, "repro_all_reduce": 8, "repro_transpose": 7}  # fmt: skip
 # Parameters passed by value as tensor maps, per kernel family.
-_TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,)}
+_TENSOR_MAP_PARAMS = {"repro_gemv_persistent<": (0,), "repro_sgemm_ws<": (0, 1)}
 
 NAMES = (
     [gemv_name(mb, fp16) for mb in GEMV_ROWS for fp16 in (False, True)]
@@ -132,18 +155,32 @@ NAMES = (
     + ["repro_combine", "repro_combine_tiles", "repro_all_reduce", "repro_transpose"]
 )
 
+# Kernels that need sm_90a's architecture-specific instructions: built together in a module of
+# their own for sm_90a (kernels.cu sees REPRO_SM90A), so that the rest stays an sm_90 build.
+SM90A_NAMES = [sgemm_ws_name(fp16) for fp16 in (False, True)]
+SM90A_OPTIONS = [*NVRTC_OPTIONS, "-DREPRO_SM90A"]
+
 _lock = threading.Lock()
 _launchers: dict[tuple[int, str], cuda_rtc.Launcher] = {}
 
 
 def launcher(name: str) -> cuda_rtc.Launcher:
     """The kernel `name` compiled for the current device. The default kernels (NAMES) compile
-    together on first use; any other instantiation (a sweep's variant) compiles on its own."""
+    together on first use, the sm_90a ones (SM90A_NAMES) likewise; any other instantiation (a
+    sweep's variant) compiles on its own."""
     dev = torch.cuda.current_device()
     with _lock:
         if (dev, name) not in _launchers:
-            names = NAMES if name in NAMES else [name]
-            mod = cuda_rtc.compile_module(SOURCE, names, NVRTC_OPTIONS)
+            if name in SM90A_NAMES:
+                names = SM90A_NAMES
+                mod = cuda_rtc.compile_module(SOURCE, names, SM90A_OPTIONS, arch_suffix="a")
+                for n in names:
+                    held = cuda_rtc.registers(mod.functions[n]) * SGEMM_WS_THREADS
+                    if held < SGEMM_WS_REGISTERS:
+                        raise RuntimeError(f"{n} launches with {held} registers, fewer than its warpgroups take")
+            else:
+                names = NAMES if name in NAMES else [name]
+                mod = cuda_rtc.compile_module(SOURCE, names, NVRTC_OPTIONS)
             max_smem = max_dynamic_smem()
             for n in names:
                 fn = mod.functions[n]
@@ -187,6 +224,17 @@ def max_dynamic_smem() -> int:
 def ptx() -> str:
     """The module's PTX, compiled with the same options, for audits."""
     return cuda_rtc.compile_ptx(SOURCE, NAMES, NVRTC_OPTIONS)
+
+
+def sm90a_ptx() -> str:
+    """The PTX of the sm_90a kernels (SM90A_NAMES), for audits; only on such a device."""
+    return cuda_rtc.compile_ptx(SOURCE, SM90A_NAMES, SM90A_OPTIONS, arch_suffix="a")
+
+
+def sgemm_ws_runs_on(index: int) -> bool:
+    """Whether the warp-specialized SGEMM runs on CUDA device `index`: sm_90a code runs on compute
+    capability 9.0 alone."""
+    return _capability(index) == (9, 0)
 
 
 def gemv_smem_bytes(mb: int, variant: tuple[int, int, int] | None = None) -> int:
@@ -458,6 +506,34 @@ def transpose_to_f32(x: torch.Tensor, rows: int) -> torch.Tensor:
     return xt
 
 
+def sgemm_ws_smem_bytes() -> int:
+    """The warp-specialized SGEMM's shared memory: its slots' 1024-byte alignment, x, the 16-bit
+    and the fp32 weight per stage, and every output's running total."""
+    per_stage = SGEMM_WS_K * (SGEMM_WS_ROWS * 4 + SGEMM_TILE * 2 + SGEMM_TILE * 4)
+    return 1024 + SGEMM_WS_STAGES * per_stage + SGEMM_WS_ROWS * SGEMM_TILE * 4
+
+
+def _sgemm_ws_pays(m: int, n: int, index: int) -> bool:
+    """Whether the default launch takes the warp-specialized SGEMM for an M x N output."""
+    sms, smem = _device_limits(index)
+    tiles = -(-m // SGEMM_WS_ROWS) * -(-n // SGEMM_TILE)
+    return sgemm_ws_runs_on(index) and sgemm_ws_smem_bytes() <= smem and tiles >= SGEMM_WS_MIN_WAVES * sms
+
+
+@functools.lru_cache(maxsize=256)  # pure functions of their arguments, asked on every prefill call
+def _sgemm_ws_maps(xt_address: int, rows: int, k: int, w_address: int, n: int, row_stride: int) -> tuple[bytes, bytes]:
+    """The warp-specialized SGEMM's copy boxes: [SGEMM_WS_K, SGEMM_WS_ROWS] of x's k-major fp32
+    copy (rows columns), and [128 rows, SGEMM_WS_K] of the 16-bit weight, 32-byte swizzled."""
+    xmap = cuda_rtc.encode_tensor_map(
+        xt_address, (rows, k), (rows * 4,), (SGEMM_WS_ROWS, SGEMM_WS_K),
+        dtype=cuda_rtc.TENSOR_MAP_FLOAT32, swizzle=cuda_rtc.TENSOR_MAP_SWIZZLE_NONE,
+    )  # fmt: skip
+    wmap = cuda_rtc.encode_tensor_map(
+        w_address, (k, n), (row_stride * 2,), (SGEMM_WS_K, SGEMM_TILE), swizzle=cuda_rtc.TENSOR_MAP_SWIZZLE_32B
+    )
+    return xmap, wmap
+
+
 def sgemm(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -466,33 +542,49 @@ def sgemm(
     split: bool = False,
     tail_columns: int | None = None,
     variant: tuple[int, int, int, int] | None = None,
+    wide: bool | None = None,
 ) -> torch.Tensor:
     """fp32 [M, N] for x [M, K] and weight [N, K] (16-bit rows, gemv_supports, K % 8 == 0).
-    Whole 128 x 128 tiles, but the last `tail_columns` columns of tiles (default:
+    Whole tiles, but the last `tail_columns` columns of tiles (default:
     config.sgemm_tail_columns for this GPU) split by chunk; `split`: every tile split. Split tiles
-    run one program per (tile, chunk), their partials added in index order by
-    repro_combine_tiles."""
+    run one program per (tile, chunk) of 128 x 128, their partials added in index order by
+    repro_combine_tiles. Whole tiles are 256 x 128 for the warp-specialized kernel (`wide`;
+    default: where _sgemm_ws_pays, unless a `variant` of the other kernel is asked for) and
+    128 x 128 otherwise."""
     m, k = x.shape
     n = weight.shape[0]
     if k % 8 or not gemv_supports(weight):
         raise ValueError("the SGEMM needs K % 8 == 0 and 16-bit weight rows, 16-byte aligned")
-    variant = variant or SGEMM_VARIANT
     dev = x.device
+    if wide is None:
+        wide = variant is None and not split and _sgemm_ws_pays(m, n, dev.index)
+    if wide and not sgemm_ws_runs_on(dev.index):
+        raise ValueError("the warp-specialized SGEMM needs compute capability 9.0 (sm_90a)")
+    variant = variant or SGEMM_VARIANT
     mp = (m + SGEMM_TILE - 1) // SGEMM_TILE * SGEMM_TILE
     mtiles, ncols, chunks = mp // SGEMM_TILE, -(-n // SGEMM_TILE), split_count(k)
     if split:
         tail_columns = ncols
     elif tail_columns is None:
-        tail_columns = sgemm_tail_columns(mtiles, ncols, chunks, _device_limits(dev.index)[0] * variant[3])
+        sms = _device_limits(dev.index)[0]
+        whole_mtiles = -(-m // SGEMM_WS_ROWS) if wide else mtiles
+        tail_columns = sgemm_tail_columns(whole_mtiles, ncols, chunks, sms if wide else sms * variant[3])
     tail_columns = min(tail_columns, ncols) if chunks > 1 else 0
     xt = transpose_to_f32(x, mp)  # columns past M feed outputs that are never stored
     out = torch.empty((m, n), dtype=torch.float32, device=dev)
     b = _bias_input(bias, dev)
     b_args = _input_args(b)
     fp16, threads = weight.dtype == torch.float16, sgemm_threads(variant)
-    args = (xt.data_ptr(), mp, weight.data_ptr(), weight.stride(0) if n > 1 else k)
+    row_stride = weight.stride(0) if n > 1 else k
+    args = (xt.data_ptr(), mp, weight.data_ptr(), row_stride)
     first = ncols - tail_columns
-    if first:
+    if first and wide:
+        maps = _sgemm_ws_maps(xt.data_ptr(), mp, k, weight.data_ptr(), n, row_stride)
+        launcher(sgemm_ws_name(fp16))(
+            (-(-m // SGEMM_WS_ROWS), first, 1), SGEMM_WS_THREADS, sgemm_ws_smem_bytes(),
+            *maps, *b_args, out.data_ptr(), m, n, k,
+        )  # fmt: skip
+    elif first:
         launcher(sgemm_name(fp16, False, variant))(
             (mtiles, first, 1), threads, sgemm_smem_bytes(False, variant),
             *args, *b_args, out.data_ptr(), 0, m, n, k, 0,

@@ -99,21 +99,25 @@ def _nvrtc_output(prog: ctypes.c_void_p, what: str) -> bytes:
     return buf.raw
 
 
-def compile_ptx(source: str, name_expressions: list[str], options: list[str]) -> str:
-    """The PTX NVRTC generates for the current device's virtual architecture (for audits)."""
+def compile_ptx(source: str, name_expressions: list[str], options: list[str], arch_suffix: str = "") -> str:
+    """The PTX NVRTC generates for the current device's virtual architecture (for audits);
+    `arch_suffix` "a" for its architecture-specific features (sm_90a)."""
     major, minor = torch.cuda.get_device_capability()
-    prog, _ = _nvrtc_build(source, name_expressions, options, f"compute_{major}{minor}")
+    prog, _ = _nvrtc_build(source, name_expressions, options, f"compute_{major}{minor}{arch_suffix}")
     try:
         return _nvrtc_output(prog, "PTX").rstrip(b"\0").decode(errors="replace")
     finally:
         _nvrtc().nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def compile_module(source: str, name_expressions: list[str], options: list[str]) -> CompiledModule:
+def compile_module(
+    source: str, name_expressions: list[str], options: list[str], arch_suffix: str = ""
+) -> CompiledModule:
     """Compile `source` to machine code for the current device and load it; `name_expressions`
-    are the kernels (template instantiations allowed) to look up."""
+    are the kernels (template instantiations allowed) to look up. `arch_suffix` "a" builds for
+    the architecture-specific features of that exact device (sm_90a)."""
     major, minor = torch.cuda.get_device_capability()
-    prog, lowered = _nvrtc_build(source, name_expressions, options, f"sm_{major}{minor}")
+    prog, lowered = _nvrtc_build(source, name_expressions, options, f"sm_{major}{minor}{arch_suffix}")
     try:
         cubin = _nvrtc_output(prog, "CUBIN")
     finally:
@@ -130,13 +134,21 @@ def compile_module(source: str, name_expressions: list[str], options: list[str])
     return out
 
 
-def static_smem(fn: ctypes.c_void_p) -> int:
-    """Bytes of statically declared shared memory of a kernel."""
+def _attribute(fn: ctypes.c_void_p, attribute: int, what: str) -> int:
     cu = _driver()
     value = ctypes.c_int()
-    shared_size_bytes = 1  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
-    _check_cu(cu, cu.cuFuncGetAttribute(ctypes.byref(value), shared_size_bytes, fn), "get shared memory size")
+    _check_cu(cu, cu.cuFuncGetAttribute(ctypes.byref(value), attribute, fn), f"get {what}")
     return value.value
+
+
+def static_smem(fn: ctypes.c_void_p) -> int:
+    """Bytes of statically declared shared memory of a kernel."""
+    return _attribute(fn, 1, "shared memory size")  # CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+
+
+def registers(fn: ctypes.c_void_p) -> int:
+    """Registers per thread a kernel is launched with."""
+    return _attribute(fn, 4, "register count")  # CU_FUNC_ATTRIBUTE_NUM_REGS
 
 
 def set_dynamic_smem(fn: ctypes.c_void_p, nbytes: int) -> None:
@@ -179,15 +191,26 @@ def _launch_ex_fn():
 
 # cuTensorMapEncodeTiled's enums (cuda.h).
 TENSOR_MAP_UINT16 = 1
+TENSOR_MAP_FLOAT32 = 7
+TENSOR_MAP_SWIZZLE_NONE = 0
+TENSOR_MAP_SWIZZLE_32B = 1
 TENSOR_MAP_SWIZZLE_128B = 3
 TENSOR_MAP_L2_PROMOTION_256B = 3
 TENSOR_MAP_BYTES = 128
 
 
-def encode_tensor_map(address: int, dims: tuple[int, ...], strides_bytes: tuple[int, ...], box: tuple[int, ...]) -> bytes:
-    """A CUtensorMap of 16-bit values at `address`: dims innermost first, the byte strides of every
-    dim but the first (contiguous), copies in boxes of `box` values, 128-byte swizzled in shared
-    memory; reads outside the dims return zeros."""
+def encode_tensor_map(
+    address: int,
+    dims: tuple[int, ...],
+    strides_bytes: tuple[int, ...],
+    box: tuple[int, ...],
+    dtype: int = TENSOR_MAP_UINT16,
+    swizzle: int = TENSOR_MAP_SWIZZLE_128B,
+) -> bytes:
+    """A CUtensorMap of `dtype` values (16-bit by default) at `address`: dims innermost first, the
+    byte strides of every dim but the first (contiguous), copies in boxes of `box` values, laid
+    out in shared memory with `swizzle` (128-byte by default); reads outside the dims return
+    zeros."""
     cu = _driver()
     raw = (ctypes.c_uint8 * (2 * TENSOR_MAP_BYTES))()
     base = ctypes.addressof(raw)
@@ -197,8 +220,8 @@ def encode_tensor_map(address: int, dims: tuple[int, ...], strides_bytes: tuple[
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, u32, ctypes.c_void_p, ctypes.POINTER(u64), ctypes.POINTER(u64),
                    ctypes.POINTER(u32), ctypes.POINTER(u32), ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
     rank = len(dims)
-    code = fn(aligned, TENSOR_MAP_UINT16, rank, address, (u64 * rank)(*dims), (u64 * (rank - 1))(*strides_bytes),
-              (u32 * rank)(*box), (u32 * rank)(*[1] * rank), 0, TENSOR_MAP_SWIZZLE_128B, TENSOR_MAP_L2_PROMOTION_256B,
+    code = fn(aligned, dtype, rank, address, (u64 * rank)(*dims), (u64 * (rank - 1))(*strides_bytes),
+              (u32 * rank)(*box), (u32 * rank)(*[1] * rank), 0, swizzle, TENSOR_MAP_L2_PROMOTION_256B,
               0)  # fmt: skip
     _check_cu(cu, code, "tensor map encoding")
     return ctypes.string_at(aligned, TENSOR_MAP_BYTES)

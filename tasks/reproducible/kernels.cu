@@ -15,6 +15,8 @@
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 #define REPRO_SM90 1
 #endif
+// REPRO_SM90A: defined by cuda_kernels.py for the build of the kernels that need sm_90a's
+// architecture-specific instructions (setmaxnreg), which it compiles for sm_90a alone.
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   unsigned r;
@@ -744,6 +746,166 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
         *reinterpret_cast<float4*>(ptile + r * 128 + c) = make_float4(v[0], v[1], v[2], v[3]);
       else
         store_row4(out + (size_t)m * N + n, v, n, N, (N & 3) == 0);  // n is a multiple of 4
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+// Prefill on sm_90a where it pays (cuda_kernels.py says where): 256 x 128 output tiles, one
+// program per SM, warp-specialized. Four warpgroups compute (16 warps; 8 x 8 outputs per thread in
+// repro_sgemm's layout with TM = 8, twice as many rows: the same chains, FMA order and running
+// totals in shared memory). One loader warpgroup: its first thread copies each stage's x tile
+// ([WS_BK, 256] of the k-major fp32 copy) and weight tile ([128, WS_BK] 16-bit, 32-byte swizzled)
+// with the tensor-memory accelerator; its last two warps upcast the weight into a k-major fp32 tile
+// (-0.0 past K; x past K arrives as +0.0 and past M as whatever feeds outputs never stored). Each
+// stage slot has three mbarriers: "loaded" (the copies' bytes), "full" (the upcast) and "empty"
+// (every computing thread has read it), so no barrier spans the program in the main loop, and the
+// copies run up to WS_STAGES - 1 stages ahead. The loader gives its registers (setmaxnreg, hence
+// sm_90a) to the computing threads, which hold 64 chains in 112 without spilling.
+#define WS_ROWS 256
+#define WS_BK 16
+#define WS_STAGES 3
+#define WS_COMPUTE 512
+#define WS_COMPUTE_REGS 112
+#define WS_LOADER_REGS 32
+template <bool FP16>
+__global__ void __launch_bounds__(WS_COMPUTE + 128, 1) repro_sgemm_ws(
+    const __grid_constant__ TensorMap xmap, const __grid_constant__ TensorMap wmap, const void* __restrict__ bias,
+    int bias_dtype, float* __restrict__ out, int M, int N, int K) {
+#ifdef REPRO_SM90A
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Swizzled copies need their slots aligned to the swizzle's 1024-byte repeat.
+  const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;
+  unsigned char* raw = smem_raw + (base - smem_u32(smem_raw));       // [WS_STAGES][128][WS_BK] 16-bit
+  float* As = reinterpret_cast<float*>(raw + WS_STAGES * 128 * WS_BK * 2);  // [WS_STAGES][WS_BK][WS_ROWS]
+  float* Bs = As + WS_STAGES * WS_BK * WS_ROWS;                              // [WS_STAGES][WS_BK][128]
+  float* totals = Bs + WS_STAGES * WS_BK * 128;                              // [64][WS_COMPUTE]
+  __shared__ __align__(8) unsigned long long loaded[WS_STAGES], full[WS_STAGES], empty[WS_STAGES];
+  const int tid = threadIdx.x;
+  const int m0 = blockIdx.x * WS_ROWS, n0 = blockIdx.y * 128;
+  const int ntiles = (K + WS_BK - 1) / WS_BK;
+  constexpr int UPCASTERS = 64;  // the loader's last two warps: rows u and u + 64
+  if (tid == 0) {
+    for (int i = 0; i < WS_STAGES; ++i) {
+      mbar_init(smem_u32(&loaded[i]), 1);
+      mbar_init(smem_u32(&full[i]), UPCASTERS);
+      mbar_init(smem_u32(&empty[i]), WS_COMPUTE);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= WS_COMPUTE) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(WS_LOADER_REGS));
+    if (tid == WS_COMPUTE) {  // the copies, each into a slot every computing thread has left
+      for (int it = 0, slot = 0, round = 0; it < ntiles; ++it) {
+        if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
+        const unsigned bar = smem_u32(&loaded[slot]);
+        mbar_arrive_expect(bar, WS_BK * (WS_ROWS * 4 + 128 * 2));
+        tma_load_2d(smem_u32(As + slot * WS_BK * WS_ROWS), &xmap, m0, it * WS_BK, bar);
+        tma_load_2d(smem_u32(raw + slot * 128 * WS_BK * 2), &wmap, it * WS_BK, n0, bar);
+        if (++slot == WS_STAGES) { slot = 0; ++round; }
+      }
+    }
+    if (tid < WS_COMPUTE + 128 - UPCASTERS) return;
+    const int u = tid - (WS_COMPUTE + 128 - UPCASTERS);
+    for (int it = 0, slot = 0, round = 0; it < ntiles; ++it) {
+      mbar_wait(smem_u32(&loaded[slot]), round & 1);
+      if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
+      const bool whole = (it + 1) * WS_BK <= K;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = u + 64 * r;
+        // 32-byte swizzle: the row's two 16-byte halves trade places on rows 4..7 of every 8.
+        const unsigned char* src = raw + slot * 128 * WS_BK * 2 + row * WS_BK * 2;
+        float* dst = Bs + slot * WS_BK * 128 + row;
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const uint4 q = *reinterpret_cast<const uint4*>(src + (v ^ ((row >> 2) & 1)) * 16);
+          const bool in = whole || it * WS_BK + v * 8 < K;  // K % 8 == 0: a vector is wholly in or past K
+          const unsigned words[4] = {in ? q.x : 0x80008000u, in ? q.y : 0x80008000u, in ? q.z : 0x80008000u,
+                                     in ? q.w : 0x80008000u};
+#pragma unroll
+          for (int e = 0; e < 8; ++e)
+            dst[(v * 8 + e) * 128] = (e & 1) ? hi16(words[e >> 1], FP16) : lo16(words[e >> 1], FP16);
+        }
+      }
+      mbar_arrive(smem_u32(&full[slot]));
+      if (++slot == WS_STAGES) { slot = 0; ++round; }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(WS_COMPUTE_REGS));
+  const int lane = tid % 32, warp = tid / 32;
+  const int am = (warp % 8) * 32 + (lane / 8) * 4;   // rows am + q*16 + i
+  const int bnn = (warp / 8) * 64 + (lane % 8) * 4;  // columns bnn + q*32 + j
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+  for (int i = 0; i < 64; ++i) totals[i * WS_COMPUTE + tid] = -0.0f;
+  for (int it = 0, slot = 0, phase = 0; it < ntiles; ++it) {
+    mbar_wait(smem_u32(&loaded[slot]), phase);  // the copied x tile (the weight's upcast follows it)
+    mbar_wait(smem_u32(&full[slot]), phase);
+    const float* A = As + slot * WS_BK * WS_ROWS;
+    const float* B = Bs + slot * WS_BK * 128;
+    // Fragments read through one helper into alternating arrays: the same loads, which the
+    // compiler schedules better this way (bench/NOTES.md).
+    float a[2][8], b[2][8];
+    auto fragments = [&](int k, float* av, float* bv) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const float4 aq = *reinterpret_cast<const float4*>(A + k * WS_ROWS + am + q * 16);
+        av[q * 4] = aq.x; av[q * 4 + 1] = aq.y; av[q * 4 + 2] = aq.z; av[q * 4 + 3] = aq.w;
+      }
+      const float4 b0 = *reinterpret_cast<const float4*>(B + k * 128 + bnn);
+      const float4 b1 = *reinterpret_cast<const float4*>(B + k * 128 + bnn + 32);
+      bv[0] = b0.x; bv[1] = b0.y; bv[2] = b0.z; bv[3] = b0.w; bv[4] = b1.x; bv[5] = b1.y; bv[6] = b1.z; bv[7] = b1.w;
+    };
+#pragma unroll
+    for (int k = 0; k < WS_BK; ++k) {
+      fragments(k, a[k & 1], b[k & 1]);
+      // repro_sgemm's order over the fragment: down one column and up the next.
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int ii = 0; ii < 8; ++ii) {
+          const int i = (j & 1) ? 7 - ii : ii;
+          acc[i][j] = __fmaf_rn(a[k & 1][i], b[k & 1][j], acc[i][j]);
+        }
+    }
+    mbar_arrive(smem_u32(&empty[slot]));
+    if (++slot == WS_STAGES) { slot = 0; phase ^= 1; }
+    if ((it + 1) % (CHUNK / WS_BK) == 0 || it + 1 == ntiles) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          float* t = &totals[(i * 8 + j) * WS_COMPUTE + tid];
+          *t = __fadd_rn(*t, acc[i][j]);
+          acc[i][j] = 0.0f;
+        }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int r = am + (i >> 2) * 16 + (i & 3), m = m0 + r;
+    if (m >= M) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int c = bnn + h * 32, n = n0 + c;
+      float v[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float y = totals[(i * 8 + h * 4 + j) * WS_COMPUTE + tid];
+        if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
+        v[j] = canonical(y);
+      }
+      store_row4(out + (size_t)m * N + n, v, n, N, (N & 3) == 0);  // n is a multiple of 4
     }
   }
 #else
