@@ -59,10 +59,25 @@ PERSISTENT_X_CHUNK = {False: CHUNK + 4, True: CHUNK + 8}
 # to 10.23 us, 3584x4608 from 10.94 to 10.33 and 4096x14336 from 30.08 to 29.48 (three: 10.30,
 # 10.38, 29.57; four: 10.44, 10.76, 29.89; bench/NOTES.md).
 PERSISTENT_IN_FLIGHT = 2
+# The warp-specialized SGEMM (sm_90a): rows per tile, k per stage, stages, computing threads, and
+# the registers per thread its computing and loader warpgroups take with setmaxnreg. The computing
+# threads' increase waits until the loader's decrease has freed enough, so the launch must hold
+# SGEMM_WS_REGISTERS or the program would never start computing (`launcher` checks).
+SGEMM_WS_ROWS = 256
+SGEMM_WS_K = 16
+SGEMM_WS_STAGES = 3
+SGEMM_WS_COMPUTE = 512
+SGEMM_WS_THREADS = SGEMM_WS_COMPUTE + 128  # one loader warpgroup
+SGEMM_WS_COMPUTE_REGS = 112
+SGEMM_WS_LOADER_REGS = 32
+SGEMM_WS_REGISTERS = SGEMM_WS_COMPUTE * SGEMM_WS_COMPUTE_REGS + 128 * SGEMM_WS_LOADER_REGS
 SOURCE = (
     f"#define CHUNK {CHUNK}\n#define ROWS {GEMV_THREADS}\n"
     f"#define GP_XS {PERSISTENT_X_CHUNK[False]}\n#define GP_XSH {PERSISTENT_X_CHUNK[True]}\n"
     f"#define GP_IN_FLIGHT {PERSISTENT_IN_FLIGHT}\n"
+    f"#define WS_ROWS {SGEMM_WS_ROWS}\n#define WS_BK {SGEMM_WS_K}\n#define WS_STAGES {SGEMM_WS_STAGES}\n"
+    f"#define WS_COMPUTE {SGEMM_WS_COMPUTE}\n#define WS_COMPUTE_REGS {SGEMM_WS_COMPUTE_REGS}\n"
+    f"#define WS_LOADER_REGS {SGEMM_WS_LOADER_REGS}\n"
 ) + Path(__file__).with_name("kernels.cu").read_text()
 
 # Kernel variants, chosen by timing on an H200 (bench/repro_gemm.py --sweep; figures in
@@ -98,20 +113,11 @@ PERSISTENT_PREFETCH_STAGES = 1
 SGEMM_VARIANT = (8, 16, 3, 2)
 SGEMM_TILE = 128
 SGEMM_TOTALS_BYTES = SGEMM_TILE * SGEMM_TILE * 4  # every output's running total, in shared memory
-# The warp-specialized SGEMM (sm_90a): its tile rows, threads, k per stage and stages (kernels.cu's
-# WS_ROWS, WS_COMPUTE + 128, WS_BK, WS_STAGES). It takes whole tiles wherever they make at least
-# SGEMM_WS_MIN_WAVES waves of one program per SM: at M = 4096 it ran 3-4% faster than the 128 x 128
-# tiles at two programs per SM (bench/NOTES.md); with fewer tiles a part-empty last wave costs it
-# more than the other kernel, which fills each SM with two.
-SGEMM_WS_ROWS = 256
-SGEMM_WS_THREADS = 640
-SGEMM_WS_K = 16
-SGEMM_WS_STAGES = 3
+# The warp-specialized SGEMM takes whole tiles wherever they make at least this many waves of one
+# program per SM: at M = 4096 it ran 3-4% faster than the 128 x 128 tiles at two programs per SM
+# (bench/NOTES.md); with fewer tiles a part-empty last wave costs it more than the other kernel,
+# which fills each SM with two.
 SGEMM_WS_MIN_WAVES = 3
-# Its warpgroups' registers per thread after setmaxnreg (kernels.cu's WS_COMPUTE_REGS and
-# WS_LOADER_REGS): the computing threads' increase waits until the loader's decrease has freed
-# enough, so the launch must hold at least their sum or the program would never start computing.
-SGEMM_WS_REGISTERS = 512 * 112 + 128 * 32
 
 
 def _b(flag: bool) -> str:

@@ -1,8 +1,8 @@
 // The reproducible path's CUDA kernels (cuda_kernels.py describes them). cuda_kernels.py defines
 // CHUNK (config.py's chunk length), ROWS (the row-block GEMV's threads), GP_XS and GP_XSH (the
-// persistent GEMV's padded chunk of x, in fp32 and in 16-bit values) and GP_IN_FLIGHT (its weight
-// stages requested at once) before this source and compiles it with NVRTC: -fmad=false -ftz=false
-// -prec-div=true -prec-sqrt=true.
+// persistent GEMV's padded chunk of x, in fp32 and in 16-bit values), GP_IN_FLIGHT (its weight
+// stages requested at once) and the warp-specialized SGEMM's WS_* before this source and compiles
+// it with NVRTC: -fmad=false -ftz=false -prec-div=true -prec-sqrt=true.
 
 #define CANONICAL_NAN 0x7fc00000
 
@@ -763,18 +763,16 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
 // stage slot has three mbarriers: "loaded" (the copies' bytes), "full" (the upcast) and "empty"
 // (every computing thread has read it), so no barrier spans the program in the main loop, and the
 // copies run up to WS_STAGES - 1 stages ahead. The loader gives its registers (setmaxnreg, hence
-// sm_90a) to the computing threads, which hold 64 chains in 112 without spilling.
-#define WS_ROWS 256
-#define WS_BK 16
-#define WS_STAGES 3
-#define WS_COMPUTE 512
-#define WS_COMPUTE_REGS 112
-#define WS_LOADER_REGS 32
+// sm_90a) to the computing threads, which hold 64 chains in WS_COMPUTE_REGS without spilling.
+// cuda_kernels.py defines WS_ROWS, WS_BK, WS_STAGES, WS_COMPUTE (computing threads), and
+// WS_COMPUTE_REGS and WS_LOADER_REGS.
 template <bool FP16>
 __global__ void __launch_bounds__(WS_COMPUTE + 128, 1) repro_sgemm_ws(
     const __grid_constant__ TensorMap xmap, const __grid_constant__ TensorMap wmap, const void* __restrict__ bias,
     int bias_dtype, float* __restrict__ out, int M, int N, int K) {
 #ifdef REPRO_SM90A
+  static_assert(WS_ROWS == 256 && WS_COMPUTE == 512 && WS_BK == 16 && CHUNK % WS_BK == 0,
+                "the fragment layout takes 16 computing warps over 256 rows, the upcast two 8-k vectors per row");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Swizzled copies need their slots aligned to the swizzle's 1024-byte repeat.
   const unsigned base = (smem_u32(smem_raw) + 1023) & ~1023u;
