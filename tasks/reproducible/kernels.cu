@@ -116,6 +116,18 @@ __device__ __forceinline__ uint4 load8_16bit(const void* p, long long i, bool ve
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// The SGEMMs' outputs i * 8 + h * 4 .. + 3 of a thread's fragment, columns n..n+3 of N: its running
+// totals (totals[output * stride + tid]) plus the bias, NaN made canonical.
+__device__ __forceinline__ void totals_plus_bias(const float* totals, int stride, int tid, int i, int h,
+                                                 const void* bias, int bias_dtype, int n, int N, float v[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float y = totals[(i * 8 + h * 4 + j) * stride + tid];
+    if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
+    v[j] = canonical(y);
+  }
+}
+
 // Batched: entry b reads x + b*x_batch (MB rows at stride ldx, in elements of the dtype x_dtype
 // names: fp32, bf16 or fp16), rows of w + b*w_batch at stride ldw (a multiple of 8, 16-byte
 // aligned), and writes out + b*M*N ([M, N]) or its partials partial + b*S*M*N ([S, M, N]).
@@ -732,15 +744,11 @@ __global__ void __launch_bounds__(16384 / (TM * 8), MINB) repro_sgemm(
     for (int h = 0; h < 2; ++h) {
       const int c = bnn + h * 32, n = n0 + c;
       float v[4];
+      if (SPLIT) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (SPLIT) {
-          v[j] = acc[i][h * 4 + j];
-        } else {
-          float y = totals[(i * 8 + h * 4 + j) * THREADS + tid];
-          if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
-          v[j] = canonical(y);
-        }
+        for (int j = 0; j < 4; ++j) v[j] = acc[i][h * 4 + j];
+      } else {
+        totals_plus_bias(totals, THREADS, tid, i, h, bias, bias_dtype, n, N, v);
       }
       if (SPLIT)
         *reinterpret_cast<float4*>(ptile + r * 128 + c) = make_float4(v[0], v[1], v[2], v[3]);
@@ -897,12 +905,7 @@ __global__ void __launch_bounds__(WS_COMPUTE + 128, 1) repro_sgemm_ws(
     for (int h = 0; h < 2; ++h) {
       const int c = bnn + h * 32, n = n0 + c;
       float v[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float y = totals[(i * 8 + h * 4 + j) * WS_COMPUTE + tid];
-        if (bias && n + j < N) y = __fadd_rn(y, load_as_f32(bias, n + j, bias_dtype));
-        v[j] = canonical(y);
-      }
+      totals_plus_bias(totals, WS_COMPUTE, tid, i, h, bias, bias_dtype, n, N, v);
       store_row4(out + (size_t)m * N + n, v, n, N, (N & 3) == 0);  // n is a multiple of 4
     }
   }
