@@ -387,32 +387,48 @@ def test_launches_follow_the_gpu_generation(monkeypatch, capability, decode, pre
         cuda_kernels._persistent_plan.cache_clear()
 
 
-def test_persistent_gemv_keeps_16bit_x_16bit_only_where_fp32_x_leaves_no_room(monkeypatch):
-    # 227 KB per program (an H200): x's fp32 copy at M = 4 and K = 14336 (Llama's down projection)
-    # takes 231 KB, as 16-bit values 116 KB, which leaves three 28 KB weight slots.
+@pytest.fixture
+def h200_plans(monkeypatch):
+    """cuda_kernels planning launches for an H200 (sm_90, 132 SMs, 227 KB per program), no GPU
+    needed; plans cached under other settings are dropped before and after."""
     from tasks.reproducible import cuda_kernels
-    from tasks.reproducible.gemm import effective_config
 
     monkeypatch.setattr(cuda_kernels, "_capability", lambda index: (9, 0))
     monkeypatch.setattr(cuda_kernels, "_device_limits", lambda index: (132, 227 * 1024))
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     cuda_kernels._persistent_plan.cache_clear()
-    plan, bf16 = cuda_kernels.gemv_persistent_plan, torch.bfloat16
-    try:
-        assert plan(4, 4096, 14336) is None and plan(4, 4096, 14336, x_dtype=torch.float32) is None
-        half = plan(4, 4096, 14336, x_dtype=bf16)
-        assert half.x_half and half.stages == 3 and half == plan(4, 4096, 14336, x_dtype=torch.float16)
-        assert not plan(2, 4096, 14336, x_dtype=bf16).x_half  # fp32 x fits: kept as before
-        assert not plan(1, 4096, 4096, x_dtype=bf16).x_half
-        assert plan(2, 3584, 18944) is None and plan(2, 3584, 18944, x_dtype=bf16).x_half  # Qwen's down
-        assert plan(4, 3584, 18944, x_dtype=bf16) is None  # even 16-bit x leaves one slot there
-        assert plan(4, 1024, 14336, x_dtype=bf16) is None  # one group of 8 rows per program
-        assert plan(4, 1536, 14336, x_dtype=bf16).x_half  # two groups of 6
-        down = torch.zeros(4096, 14336, dtype=bf16)
-        assert effective_config(4, down, x_dtype=bf16).kernel == "gemv_persistent"
-        assert effective_config(4, down).kernel == effective_config(4, down, x_dtype=torch.float32).kernel == "gemv"
-    finally:
-        cuda_kernels._persistent_plan.cache_clear()
+    yield cuda_kernels
+    cuda_kernels._persistent_plan.cache_clear()
+
+
+def test_persistent_gemv_keeps_16bit_x_16bit_only_where_fp32_x_leaves_no_room(h200_plans):
+    # 227 KB per program (an H200): x's fp32 copy at M = 4 and K = 14336 (Llama's down projection)
+    # takes 231 KB, as 16-bit values 116 KB, which leaves three 28 KB weight slots.
+    from tasks.reproducible.gemm import effective_config
+
+    plan, bf16 = h200_plans.gemv_persistent_plan, torch.bfloat16
+    assert plan(4, 4096, 14336) is None and plan(4, 4096, 14336, x_dtype=torch.float32) is None
+    half = plan(4, 4096, 14336, x_dtype=bf16)
+    assert half.x_half and half.stages == 3 and half == plan(4, 4096, 14336, x_dtype=torch.float16)
+    assert not plan(2, 4096, 14336, x_dtype=bf16).x_half  # fp32 x fits: kept as before
+    assert not plan(1, 4096, 4096, x_dtype=bf16).x_half
+    assert plan(2, 3584, 18944) is None and plan(2, 3584, 18944, x_dtype=bf16).x_half  # Qwen's down
+    assert plan(4, 3584, 18944, x_dtype=bf16) is None  # even 16-bit x leaves one slot there
+    assert plan(4, 1024, 14336, x_dtype=bf16) is None  # one group of 8 rows per program
+    assert plan(4, 1536, 14336, x_dtype=bf16).x_half  # two groups of 6
+    down = torch.zeros(4096, 14336, dtype=bf16)
+    assert effective_config(4, down, x_dtype=bf16).kernel == "gemv_persistent"
+    assert effective_config(4, down).kernel == effective_config(4, down, x_dtype=torch.float32).kernel == "gemv"
+
+
+def test_persistent_gemv_has_at_least_as_many_slots_as_stages_in_flight(h200_plans, monkeypatch):
+    # The producer waits for the stage PERSISTENT_IN_FLIGHT back to be in; with fewer slots than
+    # that, its slot would already hold a later stage and the wait would never return (a hang).
+    plan, bf16 = h200_plans.gemv_persistent_plan, torch.bfloat16
+    assert plan(4, 4096, 8192).stages == 2 and plan(4, 4096, 14336, x_dtype=bf16).stages == 3
+    monkeypatch.setattr(h200_plans, "PERSISTENT_IN_FLIGHT", 3)
+    h200_plans._persistent_plan.cache_clear()
+    assert plan(4, 4096, 8192) is None and plan(4, 4096, 14336, x_dtype=bf16).stages == 3
 
 
 def test_sgemm_splits_only_a_short_last_wave():

@@ -358,9 +358,9 @@ def gemv_persistent_plan(
     mb: int, n: int, k: int, variant: tuple[int, int] = PERSISTENT_VARIANT, x_dtype: torch.dtype = torch.float32
 ) -> PersistentPlan | None:
     """The launch for MB rows of x of `x_dtype` on the current device, or None where fewer than
-    two weight slots fit next to x. x is kept as fp32, or, where that leaves too little room and x
-    is 16-bit, as its 16-bit values (half the room, upcast as it is read) where each program has
-    more than one group of rows."""
+    two weight slots (or than PERSISTENT_IN_FLIGHT) fit next to x. x is kept as fp32, or, where
+    that leaves too little room and x is 16-bit, as its 16-bit values (half the room, upcast as it
+    is read) where each program has more than one group of rows."""
     device = torch.cuda.current_device()
     plan = _persistent_plan(mb, n, k, variant, device, False)
     if plan is None and x_dtype in (torch.bfloat16, torch.float16):
@@ -390,7 +390,9 @@ def _persistent_plan(
     fixed = 1024 + x_bytes + 2 * mb * s * group * 4  # alignment, x, partials
     room = smem_max // per_sm - PERSISTENT_STATIC_SMEM - fixed
     stages = min(most_stages, PERSISTENT_MAX_STAGES, room // slot)
-    return PersistentPlan(programs, group, stages, fixed + stages * slot, x_half) if stages >= 2 else None
+    # Two slots at least, and no fewer than the stages in flight (kernels.cu: more would hang).
+    fits = stages >= max(2, PERSISTENT_IN_FLIGHT)
+    return PersistentPlan(programs, group, stages, fixed + stages * slot, x_half) if fits else None
 
 
 @functools.lru_cache(maxsize=256)

@@ -419,7 +419,9 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
         const int slot = st % stages, round = st / stages;
         if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
         else if (x_bulk && slot >= stages - x_slots) mbar_wait(smem_u32(&x_empty), 0);  // x is still there
-        // At most GP_IN_FLIGHT stages requested and not yet in (cuda_kernels.py says why).
+        // At most GP_IN_FLIGHT stages requested and not yet in (cuda_kernels.py says why). Never more
+        // than the slots: the wait below would then meet a slot already refilled, whose parity
+        // names a later phase, and never return.
         if (st >= GP_IN_FLIGHT) {
           const int done = st - GP_IN_FLIGHT;
           mbar_wait(smem_u32(&full[done % stages]), (done / stages) & 1);
