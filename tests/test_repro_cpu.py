@@ -518,6 +518,45 @@ def test_patch_linear_layers():
     assert torch.equal(bits(model(x)), bits(model(x)))
 
 
+def test_static_weight_is_claimed_only_while_the_weight_is_the_one_last_read(monkeypatch):
+    # A static weight lets the decode GEMV start reading it before the GPU work queued ahead ends,
+    # so the layer claims it only when the weight is the tensor its last call read, unwritten since.
+    from tasks.reproducible import linear
+
+    claims = []
+
+    def record(x, weight, bias=None, *, static_weight=False):
+        claims.append(static_weight)
+        return reproducible_matmul(x, weight, bias)
+
+    monkeypatch.setattr(linear, "reproducible_matmul", record)
+    layer, x = ReproducibleLinear(8, 4, static_weight=True), torch.randn(2, 8)
+    first = layer(x)
+    assert torch.equal(bits(layer(x)), bits(first))
+    with torch.no_grad():
+        layer.weight.mul_(2)  # written in place: the version counter moves
+    layer(x)
+    layer(x)
+    layer.load_state_dict(layer.state_dict())  # copied in place
+    layer(x)
+    layer.weight = nn.Parameter(layer.weight.detach().clone())  # replaced
+    layer(x)
+    layer(x)
+    assert claims == [False, True, False, True, False, False, True]
+
+    claims.clear()
+    plain = ReproducibleLinear(8, 4)
+    plain(x), plain(x)
+    model = nn.Sequential(nn.Linear(8, 4))
+    patch_linear_layers(model, static_weight=True)
+    model(x), model(x)
+    assert claims == [False, False, False, True]
+    with torch.inference_mode():  # inference tensors keep no version counter: never claimed
+        frozen = ReproducibleLinear(8, 4, static_weight=True)
+        frozen(x), frozen(x)
+    assert claims[-2:] == [False, False]
+
+
 def test_matmul_argument_checks():
     x = torch.randn(2, 8)
     with pytest.raises(TypeError):

@@ -135,8 +135,9 @@ SGEMM_VARIANTS = [(8, 16, 3, 2), (8, 8, 4, 2), (8, 32, 4, 2), (16, 16, 3, 2), (1
 
 
 def _every_cuda_kernel(x, w, b, what):
-    """The persistent GEMV (each variant, each row capacity >= M), the row-block GEMV (each
-    variant) and the SGEMM (each variant, whole and split by chunk), against the emulation."""
+    """The persistent GEMV (each variant, each row capacity >= M, the weight static or not), the
+    row-block GEMV (each variant) and the SGEMM (each variant, whole and split by chunk), against
+    the emulation."""
     from tasks.reproducible import cuda_kernels as ck
 
     want = reproducible_matmul_cpu(x, w, b)
@@ -148,7 +149,9 @@ def _every_cuda_kernel(x, w, b, what):
     for mb in (r for r in ck.PERSISTENT_MB if r >= m):
         for v in PERSISTENT_VARIANTS:
             if ck.gemv_persistent_fits(mb, w.shape[0], k, v, x.dtype):
-                assert_same_bits(ck.gemv_persistent(xc, wc, bc, mb, v), want, f"{what} persistent gemv MB={mb} {v}")
+                for static in (False, True):
+                    got = ck.gemv_persistent(xc, wc, bc, mb, v, static_weight=static)
+                    assert_same_bits(got, want, f"{what} persistent gemv MB={mb} {v} static weight {static}")
                 checked += 1
     if m <= 16:
         for v in ROW_BLOCK_VARIANTS:
@@ -296,7 +299,9 @@ def test_gemvs_launched_back_to_back_read_and_write_after_the_kernel_ahead(monke
     # overlap: each must still read the x the kernel ahead wrote and the weight a copy kernel
     # rewrote just before, and store only once the kernel ahead is done with what it reads. The
     # same chain launched one kernel after another, in eager calls and replayed from a CUDA graph,
-    # gives the same bits; the first link is checked against the CPU.
+    # gives the same bits; the first link is checked against the CPU. So does the chain whose
+    # persistent GEMVs are told their weight is static wherever it is (all but the rewritten one),
+    # which start copying it before the kernel ahead ends.
     from tasks.reproducible import cuda_kernels as ck
 
     if torch.cuda.get_device_capability() < (9, 0):
@@ -304,21 +309,31 @@ def test_gemvs_launched_back_to_back_read_and_write_after_the_kernel_ahead(monke
     assert ck.PROGRAMMATIC_GEMV
     g = torch.Generator().manual_seed(71)
     persistent, row_block = ck.gemv_persistent, ck.gemv
+    # (4, 3072): x copied in by the producer (XCOPY), into slots the early copies must leave free.
     for m, k, gemvs in ((1, 4096, (persistent,)), (4, 2048, (persistent,)), (16, 2048, (row_block,)),
-                        (4, 1536, (persistent, row_block))):  # fmt: skip
+                        (4, 1536, (persistent, row_block)), (4, 3072, (persistent,))):  # fmt: skip
         weights = [(torch.randn(k, k, generator=g) * k**-0.5).bfloat16().cuda() for _ in range(2)]
         x0 = torch.randn(m, k, generator=g).cuda()
         live = torch.empty_like(weights[0])
+
+        def static_persistent(x, w, b, live=live):
+            return persistent(x, w, b, static_weight=w is not live)
+
+        static_gemvs = tuple(static_persistent if f is persistent else f for f in gemvs)
         links, case = 24, f"M={m} K={k} {'/'.join(f.__name__ for f in gemvs)}"
         overlapped, outs = _chain(x0, weights, live, links, gemvs)
         want_first = reproducible_matmul_cpu(x0.cpu(), weights[0].cpu(), None)
         live.copy_(weights[0])
         assert_same_bits(gemvs[0](x0, live, None), want_first, f"{case} first link")
-        graph = torch.cuda.CUDAGraph()
+        static, static_outs = _chain(x0, weights, live, links, static_gemvs)
+        graph, static_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             replayed, graph_outs = _chain(x0, weights, live, links, gemvs)
+        with torch.cuda.graph(static_graph):
+            static_replayed, _ = _chain(x0, weights, live, links, static_gemvs)
         for _ in range(3):
             graph.replay()
+            static_graph.replay()
         torch.cuda.synchronize()
         monkeypatch.setattr(ck, "PROGRAMMATIC_GEMV", False)
         serial, serial_outs = _chain(x0, weights, live, links, gemvs)
@@ -326,9 +341,12 @@ def test_gemvs_launched_back_to_back_read_and_write_after_the_kernel_ahead(monke
         assert torch.isfinite(serial).all()
         assert_same_bits(overlapped, serial, f"{case}, {links} links, eager")
         assert_same_bits(replayed, serial, f"{case}, {links} links, graph")
-        for i, (a, b, c) in enumerate(zip(outs, graph_outs, serial_outs)):
+        assert_same_bits(static, serial, f"{case}, {links} links, static weights, eager")
+        assert_same_bits(static_replayed, serial, f"{case}, {links} links, static weights, graph")
+        for i, (a, b, c, d) in enumerate(zip(outs, graph_outs, serial_outs, static_outs)):
             assert_same_bits(a, c, f"{case} link {i}, eager")
             assert_same_bits(b, c, f"{case} link {i}, graph")
+            assert_same_bits(d, c, f"{case} link {i}, static weights")
 
 
 def test_underflowed_chunks_keep_negative_zero():

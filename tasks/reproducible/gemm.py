@@ -63,14 +63,24 @@ def _records_grad(*tensors: torch.Tensor | None) -> bool:
 
 
 def reproducible_matmul(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *, config: LaunchConfig | None = None
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    config: LaunchConfig | None = None,
+    static_weight: bool = False,
 ) -> torch.Tensor:
     """fp32 [..., N] for x [..., K] (fp32/bf16/fp16) and weight [N, K] (bf16/fp16).
 
     `config` overrides the table's launch (tests use it to show the launch does not matter).
+    `static_weight`: the caller vouches that the weight is not written by the GPU work queued just
+    before this call (frozen inference weights), so a decode GEMV may start reading it before that
+    work ends (sm_90 and newer; the same bits either way).
     """
     if _records_grad(x, weight, bias):
-        return _ForwardOnly.apply(lambda *a: reproducible_matmul(*a, config=config), x, weight, bias)
+        return _ForwardOnly.apply(
+            lambda *a: reproducible_matmul(*a, config=config, static_weight=static_weight), x, weight, bias
+        )
     if weight.dim() != 2:
         raise ValueError(f"weight must be 2-D [N, K], got shape {tuple(weight.shape)}")
     if weight.dtype not in WEIGHT_DTYPES:
@@ -98,10 +108,10 @@ def reproducible_matmul(
         return torch.empty(*lead, n, dtype=torch.float32, device=device)
     if device.index != torch.cuda.current_device():
         with torch.cuda.device(device):
-            return reproducible_matmul(x, weight, bias, config=config)
+            return reproducible_matmul(x, weight, bias, config=config, static_weight=static_weight)
     cfg = effective_config(m, weight, config, x2.dtype)
     if cfg.kernel == "gemv_persistent":
-        out = cuda_kernels.gemv_persistent(x2, weight, bias)
+        out = cuda_kernels.gemv_persistent(x2, weight, bias, static_weight=static_weight)
     elif cfg.kernel == "gemv":
         out = cuda_kernels.gemv(x2, weight, bias)
     elif cfg.kernel == "sgemm":

@@ -338,7 +338,7 @@ __device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int k0, in
 #define GP_XU 4
 template <int MB, bool FP16, bool XCOPY, int XH>
 __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
-    const __grid_constant__ TensorMap wmap, int merged, int stages, int prefetch, const void* __restrict__ x, int x_dtype, long long ldx,
+    const __grid_constant__ TensorMap wmap, int merged, int stages, int prefetch, int early, const void* __restrict__ x, int x_dtype, long long ldx,
     const void* __restrict__ bias, int bias_dtype, float* __restrict__ out, int M, int N, int K, int G) {
 #ifdef REPRO_SM90
   constexpr int TPC = CHUNK / GP_KT;    // stages per chunk
@@ -393,10 +393,21 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
     }
   };
   // Launched as a programmatic dependent (cuda_kernels.py), the program may start while the kernel
-  // ahead finishes: it fetches the weight boxes of its first `prefetch` stages into L2 meanwhile,
-  // and x, the weight copies and every store wait for that kernel.
-  if (tid == GP_THREADS)
+  // ahead finishes. Meanwhile it copies its first `early` stages of weights into their slots, where
+  // the caller vouches that the kernel ahead does not write the weight (frozen inference weights),
+  // or else fetches the first `prefetch` stages into L2; x, every other copy and every store wait
+  // for that kernel.
+  early = max(0, min(early, min(nstages, stages - x_slots)));
+  if (early > 0) {
+    __syncthreads();  // the mbarriers are initialised
+    if (tid == GP_THREADS)
+      for (int st = 0; st < early; ++st) {
+        mbar_arrive_expect(smem_u32(&full[st]), S * G * 128);
+        stage_boxes(st, true, ws + st * slot_b, smem_u32(&full[st]));
+      }
+  } else if (tid == GP_THREADS) {
     for (int st = 0; st < min(prefetch, nstages); ++st) stage_boxes(st, false, 0, 0);
+  }
   wait_prior_grids();
   __syncthreads();
 
@@ -415,7 +426,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
             bulk_load(smem_u32(xh + (m * S + c) * XSH), static_cast<const unsigned short*>(x) + m * ldx + c * CHUNK,
                       (unsigned)(min(CHUNK, K - c * CHUNK) * 2), smem_u32(&x_full));
       }
-      for (int st = 0; st < nstages; ++st) {
+      for (int st = early; st < nstages; ++st) {
         const int slot = st % stages, round = st / stages;
         if (round) mbar_wait(smem_u32(&empty[slot]), (round - 1) & 1);
         else if (x_bulk && slot >= stages - x_slots) mbar_wait(smem_u32(&x_empty), 0);  // x is still there

@@ -16,7 +16,17 @@ class ReproducibleLinear(nn.Module):
     in a fixed order (config.py). Returns x's dtype by default (fp32 in, fp32 out), or
     `out_dtype` if given; the rounding of the fp32 result to a narrower dtype is itself exact
     and deterministic. The bias is kept in fp32. Inference only: a backward pass through it
-    raises (see gemm.py)."""
+    raises (see gemm.py).
+
+    `static_weight` (frozen inference weights): a call whose weight is the very tensor the last
+    call read, with the same storage and version counter (so nothing wrote it in place since),
+    lets a decode GEMV start reading it before the GPU work queued ahead of it ends (same bits).
+    The first call, and the first after any change, reads it in order. Writes the version counter
+    does not see (through `.data`, or a raw pointer) need `static_weight` off, as do inference-mode
+    weights, which keep no counter (they always read in order)."""
+
+    static_weight: bool = False
+    _seen_weight: tuple | None = None  # (weight, its data pointer, its version) at the last call
 
     def __init__(
         self,
@@ -26,8 +36,10 @@ class ReproducibleLinear(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         out_dtype: torch.dtype | None = None,
+        static_weight: bool = False,
     ) -> None:
         super().__init__()
+        self.static_weight = static_weight
         dtype = dtype or torch.bfloat16
         if dtype not in WEIGHT_DTYPES:
             raise TypeError(f"weight dtype must be bfloat16 or float16, got {dtype}")
@@ -51,7 +63,11 @@ class ReproducibleLinear(nn.Module):
 
     @classmethod
     def from_linear(
-        cls, linear: nn.Linear, dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = None
+        cls,
+        linear: nn.Linear,
+        dtype: torch.dtype | None = None,
+        out_dtype: torch.dtype | None = None,
+        static_weight: bool = False,
     ) -> ReproducibleLinear:
         """Copy of an nn.Linear. Weights already in bf16/fp16 keep their dtype; fp32 weights are
         rounded to `dtype` (default bf16)."""
@@ -60,6 +76,7 @@ class ReproducibleLinear(nn.Module):
         new = cls.__new__(cls)
         nn.Module.__init__(new)
         new.in_features, new.out_features, new.out_dtype = linear.in_features, linear.out_features, out_dtype
+        new.static_weight = static_weight
         new.weight = nn.Parameter(w.detach().to(wdtype).contiguous(), requires_grad=w.requires_grad)
         if linear.bias is not None:
             new.bias = nn.Parameter(linear.bias.detach().float().contiguous(), requires_grad=linear.bias.requires_grad)
@@ -68,8 +85,20 @@ class ReproducibleLinear(nn.Module):
         return new
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = reproducible_matmul(x, self.weight, self.bias)
+        y = reproducible_matmul(x, self.weight, self.bias, static_weight=self._weight_at_rest())
         return y.to(self.out_dtype or x.dtype)
+
+    def _weight_at_rest(self) -> bool:
+        """With `static_weight`, whether the weight is unchanged since the last call read it. The
+        tensor itself is kept (not its id, which a new weight may reuse once the old is freed)."""
+        if not self.static_weight:
+            return False
+        w = self.weight
+        if w.is_inference():
+            return False
+        seen = (w, w.data_ptr(), w._version)
+        last, self._seen_weight = self._seen_weight, seen
+        return last is not None and last[0] is w and last[1:] == seen[1:]
 
     def extra_repr(self) -> str:
         return (
@@ -83,9 +112,11 @@ def patch_linear_layers(
     dtype: torch.dtype | None = None,
     out_dtype: torch.dtype | None = None,
     include: Callable[[str, nn.Linear], bool] | None = None,
+    static_weight: bool = False,
 ) -> int:
     """Replace every `nn.Linear` in `model` (in place) by a ReproducibleLinear with the same
-    weights; `include(name, module)` may keep some. Returns how many were replaced."""
+    weights; `include(name, module)` may keep some; `static_weight` as in ReproducibleLinear.
+    Returns how many were replaced."""
     replaced = 0
     for parent_name, parent in list(model.named_modules()):
         for child_name, child in list(parent.named_children()):
@@ -94,6 +125,7 @@ def patch_linear_layers(
             full = f"{parent_name}.{child_name}" if parent_name else child_name
             if include is not None and not include(full, child):
                 continue
-            setattr(parent, child_name, ReproducibleLinear.from_linear(child, dtype=dtype, out_dtype=out_dtype))
+            new = ReproducibleLinear.from_linear(child, dtype=dtype, out_dtype=out_dtype, static_weight=static_weight)
+            setattr(parent, child_name, new)
             replaced += 1
     return replaced
