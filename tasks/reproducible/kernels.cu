@@ -392,6 +392,12 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
       }
     }
   };
+  // Stage st copied into `slot`, its bytes expected on the slot's "full" mbarrier.
+  auto copy_stage = [&](int st, int slot) {
+    const unsigned bar = smem_u32(&full[slot]);
+    mbar_arrive_expect(bar, S * G * 128);
+    stage_boxes(st, true, ws + slot * slot_b, bar);
+  };
   // Launched as a programmatic dependent (cuda_kernels.py), the program may start while the kernel
   // ahead finishes. Meanwhile it copies its first `early` stages of weights into their slots, where
   // the caller vouches that the kernel ahead does not write the weight (frozen inference weights),
@@ -401,10 +407,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
   if (early > 0) {
     __syncthreads();  // the mbarriers are initialised
     if (tid == GP_THREADS)
-      for (int st = 0; st < early; ++st) {
-        mbar_arrive_expect(smem_u32(&full[st]), S * G * 128);
-        stage_boxes(st, true, ws + st * slot_b, smem_u32(&full[st]));
-      }
+      for (int st = 0; st < early; ++st) copy_stage(st, st);  // early <= stages
   } else if (tid == GP_THREADS) {
     for (int st = 0; st < min(prefetch, nstages); ++st) stage_boxes(st, false, 0, 0);
   }
@@ -437,9 +440,7 @@ __global__ void __launch_bounds__(GP_THREADS + 32, 1) repro_gemv_persistent(
           const int done = st - GP_IN_FLIGHT;
           mbar_wait(smem_u32(&full[done % stages]), (done / stages) & 1);
         }
-        const unsigned bar = smem_u32(&full[slot]);
-        mbar_arrive_expect(bar, S * G * 128);
-        stage_boxes(st, true, ws + slot * slot_b, bar);
+        copy_stage(st, slot);
       }
       allow_dependent_grids();  // every copy is issued: the next GEMV may take this SM as it frees
     }
