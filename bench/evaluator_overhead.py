@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--shape", action="append", dest="shapes", help="shape name (repeatable); default: all")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     code = args.solution.read_text()
@@ -37,7 +38,8 @@ def main() -> None:
     for run in range(args.runs):
         t0 = time.perf_counter()
         doc = evaluate(EvaluationRequest(problem=args.problem, solution_code=code, world_size=args.world_size,
-                                         mode=args.mode, warmup=args.warmup, iters=args.iters))
+                                         mode=args.mode, warmup=args.warmup, iters=args.iters,
+                                         shapes=args.shapes))
         wall = time.perf_counter() - t0
         docs.append(doc)
         print(f"run {run + 1}: {doc['status']} in {wall:.2f} s wall")

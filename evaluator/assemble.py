@@ -58,9 +58,19 @@ def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
     finals = [r for r in ranks if r.final]
     failing = [r.final for r in finals if r.final.get("status") != "correct"]
     if failing:
-        first = min(failing, key=lambda f: (f.get("origin", f["rank"]) != f["rank"], f.get("origin", f["rank"])))
+        # A player that died comes first: its peers' errors (a collective that lost a member) are
+        # consequences.
+        first = min(failing, key=lambda f: ("process ended without answering" not in f.get("reason", ""),
+                                            f.get("origin", f["rank"]) != f["rank"], f.get("origin", f["rank"])))
         origin = first.get("origin", first["rank"])
-        return first["status"], f"rank {origin}: {first.get('reason', '')}", origin, first.get("detail", "")
+        reason = first.get("reason", "")
+        if "process ended without answering" in reason:
+            side = "reference" if reason.startswith("the reference") else "solution"
+            code = outcome.get("players", {}).get(side, {}).get(origin)
+            if code is not None:
+                how = exit_description(code)
+                reason += f"; it was {how}" if how.startswith("killed") else f"; it {how}"
+        return first["status"], f"rank {origin}: {reason}", origin, first.get("detail", "")
     missing = [r for r in ranks if r.final is None]
     if missing:
         stuck = ", ".join(f"rank {r.rank}" for r in missing)
@@ -86,8 +96,9 @@ def _shape_entry(shape: dict, ranks, status: str, spec, req, hw_key: str | None,
         "notes": sorted({n for s in reports if s for n in s.get("notes", [])}),
     }
     if complete and all(s.get("solution_us") for s in reports):
-        entry["solution"] = results.timing([s["solution_us"] for s in reports])
-        entry["reference"] = results.timing([s["reference_us"] for s in reports])
+        calls = reports[0].get("batch", {}).get("calls", 1)
+        entry["solution"] = results.timing([s["solution_us"] for s in reports], calls)
+        entry["reference"] = results.timing([s["reference_us"] for s in reports], calls)
         entry["speedup"] = entry["reference"]["time_us"] / entry["solution"]["time_us"] if entry["solution"]["time_us"] > 0 else None
     if complete:
         entry["digests"] = {
@@ -108,6 +119,7 @@ def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: fl
     meaningful = req.mode == "gpu"
     if req.mode != "cpu":
         environment["driver"] = driver_version()
+    environment["sandboxed"] = req.sandboxed
     hw_key = req.hardware or detect_profile(environment.get("gpu_name"))
     shape_entries = [_shape_entry(s, ranks, status, spec, req, hw_key, meaningful) for s in shapes]
     stages = {"startup": outcome["startup_s"]}  # spawn to ready; includes "init"

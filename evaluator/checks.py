@@ -86,13 +86,10 @@ def digest(value: Any) -> str:
     return h.hexdigest()
 
 
-def _flatten_outputs(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (tuple, list)) else [value]
-
-
 def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> tuple[str | None, float]:
     if type(got) is not torch.Tensor:  # noqa: E721 - subclasses (lazy or lying tensors) are refused
-        return f"{where}: expected a torch.Tensor, got {type(got).__module__}.{type(got).__qualname__}", float("nan")
+        what = getattr(got, "what", None) or f"{type(got).__module__}.{type(got).__qualname__}"
+        return f"{where}: expected a torch.Tensor, got {what}", float("nan")
     if got.shape != exp.shape:
         return f"{where}: shape {tuple(got.shape)} != expected {tuple(exp.shape)}", float("nan")
     if got.dtype != exp.dtype:
@@ -137,33 +134,55 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
     return None, max_err
 
 
+def _kind(value: Any) -> str:
+    return "an Opaque" if type(value).__name__ == "Opaque" else f"a {type(value).__name__}"
+
+
 def compare_outputs(got: Any, expected: Any, tolerance_for: Callable[[int], Tolerance]) -> tuple[str | None, float]:
-    """Returns (first mismatch described, or None; max abs error over float outputs)."""
-    exp_items = _flatten_outputs(expected)
+    """Returns (first mismatch described, or None; max abs error over float outputs). Containers
+    must match exactly: a list is not a tuple, and a sequence of another length is wrong (never
+    compared in part). Output i of a top-level sequence gets tolerance_for(i)."""
     if isinstance(expected, (tuple, list)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return f"expected a sequence of {len(expected)} outputs, got {type(got).__name__}", float("nan")
-    got_items = _flatten_outputs(got)
+        if type(got) is not type(expected) or len(got) != len(expected):
+            count = f"{len(got)}" if isinstance(got, (tuple, list)) else "not a sequence"
+            return (f"expected a {type(expected).__name__} of {len(expected)} outputs, got {_kind(got)} ({count})",
+                    float("nan"))
+        pairs = [(f"output {i}" if len(expected) > 1 else "output", i, g, e) for i, (g, e) in enumerate(zip(got, expected))]
+    else:
+        pairs = [("output", 0, got, expected)]
     worst = 0.0
-    for i, (g, e) in enumerate(zip(got_items, exp_items)):
-        where = f"output {i}" if len(exp_items) > 1 else "output"
-        if isinstance(e, torch.Tensor):
-            message, err = _compare_tensor(g, e, tolerance_for(i), where)
+    for where, i, g, e in pairs:
+        message, err = _compare_leaf(g, e, tolerance_for(i), where)
+        if message:
+            return message, err
+        worst = max(worst, err)
+    return None, worst
+
+
+def _compare_leaf(got: Any, exp: Any, tol: Tolerance, where: str) -> tuple[str | None, float]:
+    if isinstance(exp, torch.Tensor):
+        return _compare_tensor(got, exp, tol, where)
+    if isinstance(exp, (tuple, list)):
+        message, err = compare_outputs(got, exp, lambda _j: tol)
+        return (f"{where}: {message}" if message else None), err
+    if isinstance(exp, dict):
+        if type(got) is not dict or list(got) != list(exp):
+            keys = list(got) if isinstance(got, dict) else _kind(got)
+            return f"{where}: expected a dict with keys {list(exp)}, got {keys}", float("nan")
+        worst = 0.0
+        for key in exp:
+            message, err = _compare_leaf(got[key], exp[key], tol, f"{where}[{key!r}]")
             if message:
                 return message, err
             worst = max(worst, err)
-        elif isinstance(e, (tuple, list)):
-            message, err = compare_outputs(g, e, lambda _j, i=i: tolerance_for(i))
-            if message:
-                return f"{where}: {message}", err
-            worst = max(worst, err)
-        elif isinstance(e, float):
-            tol = tolerance_for(i)
-            if not isinstance(g, (int, float)) or abs(g - e) > tol.atol + tol.rtol * abs(e):
-                return f"{where}: got {g!r}, expected {e!r}", float("nan")
-        elif g != e or type(g) is not type(e):
-            return f"{where}: got {g!r}, expected {e!r}", float("nan")
-    return None, worst
+        return None, worst
+    if isinstance(exp, float) and not isinstance(exp, bool):
+        if type(got) not in (int, float) or abs(got - exp) > tol.atol + tol.rtol * abs(exp):
+            return f"{where}: got {got!r}, expected {exp!r}", float("nan")
+        return None, abs(got - exp)
+    if type(got) is not type(exp) or got != exp:
+        return f"{where}: got {got!r}, expected {exp!r}", float("nan")
+    return None, 0.0
 
 
 def compare_inplace(solution_inputs: Any, reference_inputs: Any, mutated: tuple[int, ...], n_outputs: int,

@@ -1,5 +1,8 @@
-"""Run one evaluation: spawn N rank processes, feed them secret seeds, collect their reports, and
-build the result document. Torch-free: the calling process (CLI, GPU worker) never touches CUDA."""
+"""Run one evaluation: per rank a judge process (evaluator/judge.py) and two players
+(evaluator/player.py), one running the solution and one the reference, the players of each side
+in a sandbox of their own (evaluator/isolation.py). Feed the judges secret seeds, collect their
+reports, build the result document, and leave nothing running. Torch-free: the calling process
+(CLI, GPU worker) never touches CUDA."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import secrets
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import assemble, sandbox
-from evaluator.results import MODES
+from evaluator import assemble, isolation, sandbox
+from evaluator.results import MODES, SIDES
 
 ProgressFn = Callable[[str, dict], None]
 DEFAULT_TIMEOUT_S = 600.0
@@ -34,6 +39,10 @@ DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" 
 
 class EvaluatorError(Exception):
     """The evaluator or the host broke (not the solution): retry elsewhere or later."""
+
+
+class NoSandbox(EvaluatorError):
+    """This host cannot sandbox players: it refuses to judge uploaded code."""
 
 
 @dataclass
@@ -52,6 +61,9 @@ class EvaluationRequest:
     pkb_root: str | None = None
     build_dir: str | None = None
     selfcheck: dict | None = field(default=None, repr=False)  # internal: problems and seed, see evaluator.selfcheck
+    # False only for someone judging their own file on the command line: players then run without
+    # namespaces (same limits and clean-up), and the result says so.
+    sandboxed: bool = True
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -87,13 +99,14 @@ def seed_stream(secret: bytes, problem: str, shapes: list[dict], rank: int, tria
             add("trial", name, _seed(secret, name, t, rank), _seed(secret, name, t, "shared"))
         if timed:
             add("timing", name, _seed(secret, name, "timing", rank), _seed(secret, name, "timing", "shared"))
-            add("post", name, _seed(secret, name, "post", rank), _seed(secret, name, "post", "shared"))
         add("public", name, _public_seed(problem, name, rank), _public_seed(problem, name, "shared"))
     return stream
 
 
 @dataclass
 class RankProcess:
+    """One rank's judge, as the parent sees it."""
+
     rank: int
     proc: subprocess.Popen
     result_fd: int
@@ -110,7 +123,8 @@ class RankProcess:
 
 
 def resolve_problem(req: EvaluationRequest) -> tuple[dict, list[dict], Any]:
-    """(problem source for the ranks, shapes to run, the suite's Problem or None)."""
+    """(problem source for the judges, shapes to run, the suite's Problem or None). The source is
+    also what the reference's players run: its `kind` is a player target's."""
     if req.pkb_root:
         number = int(str(req.problem).removeprefix("pkb:"))
         dims = req.dims or {"M": 1024, "N": 1024}
@@ -147,58 +161,91 @@ def evaluate(req: EvaluationRequest, on_progress: ProgressFn | None = None) -> d
 
 
 def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: ProgressFn):
-    """Spawn the ranks, feed them, collect their reports, and leave nothing running."""
+    """Spawn the judges and both sides' players, feed the judges, collect their reports, and leave
+    nothing running."""
+    if req.sandboxed and (reason := isolation.probe()) is not None:
+        raise NoSandbox(f"this host cannot sandbox submitted code, so it refuses to judge it: {reason}")
     code_hash = hashlib.sha256(req.solution_code.encode()).hexdigest()
-    # One build directory per distinct solution: builds are reused by the same code only.
-    build_dir = Path(req.build_dir or DEFAULT_BUILD_DIR) / code_hash[:24]
+    # One build directory per distinct solution: builds are reused by the same code only. The
+    # reference's players (our code) share one of their own, which no solution sees.
+    build_root = Path(req.build_dir or DEFAULT_BUILD_DIR)
+    build_dirs = {"solution": build_root / code_hash[:24], "reference": build_root / "reference"}
     workdir = Path(tempfile.mkdtemp(prefix="pkb-eval-"))
     secret = secrets.token_bytes(32)
     nonce = secrets.token_hex(16)
-    solution_path = workdir / "solution.py"
+    submission = workdir / "submission"
     t0 = time.monotonic()
     ranks: list[RankProcess] = []
+    boxes: dict[str, isolation.Sandbox] = {}
     sandbox.become_subreaper()
     baseline = sandbox.descendants([os.getpid()])
     notify("starting", {})
     try:
-        build_dir.mkdir(parents=True, exist_ok=True)
-        solution_path.write_text(req.solution_code)
+        for d in (*build_dirs.values(), submission):
+            d.mkdir(parents=True, exist_ok=True)
+        (submission / "solution.py").write_text(req.solution_code)
+        targets = {"solution": {"kind": "file", "path": str(submission / "solution.py")}, "reference": source}
+        sides = {side: _side_layout(req, side, workdir, build_dirs[side], submission) for side in SIDES}
+        judge_fds: list[list[int]] = [[] for _ in range(req.world_size)]
+        for side, layout in sides.items():
+            players = []
+            for rank in range(req.world_size):
+                judge_end, player_end = socket.socketpair()
+                judge_fds[rank].append(judge_end.detach())
+                fd = player_end.detach()
+                players.append(isolation.PlayerSpec(
+                    argv=[sys.executable, "-m", "evaluator.player", str(fd)],
+                    env=sandbox.player_environment(rank, req.world_size, req.mode, layout["home"], build_dirs[side]),
+                    fds=(fd,), log_path=workdir / f"{side}{rank}.log",
+                ))
+            try:
+                boxes[side] = isolation.start(players, layout["spec"])
+            finally:
+                for spec in players:
+                    _close(spec.fds[0])
         for rank in range(req.world_size):
             control_r, control_w = os.pipe()
             result_r, result_w = os.pipe()
             config = {
                 "nonce": nonce, "rank": rank, "world_size": req.world_size, "mode": req.mode,
-                "problem": source, "shapes": shapes, "solution": str(solution_path),
-                "store": str(workdir / "store"), "trials": req.trials, "iters": req.iters,
-                "warmup": req.warmup, "timeout_s": req.timeout_s, "selfcheck": req.selfcheck,
+                "problem": source, "shapes": shapes, "solution": targets["solution"], "reference": targets["reference"],
+                "store": str(workdir / "store"), "player_stores": {side: sides[side]["store"] for side in SIDES},
+                "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
+                "selfcheck": req.selfcheck,
             }
             lines = [json.dumps(config)] + [
                 json.dumps(m) for m in seed_stream(secret, source.get("id"), shapes, rank, req.trials, req.iters > 0)
             ]
+            fds = (control_r, result_w, *judge_fds[rank])
             proc = sandbox.spawn_rank(
-                rank, req.world_size, [str(control_r), str(result_w)],
-                env=sandbox.rank_environment(rank, req.world_size, req.mode, workdir, build_dir),
-                cwd=workdir, log_path=workdir / f"rank{rank}.log", pass_fds=(control_r, result_w),
+                rank, req.world_size, [str(fd) for fd in fds],
+                env=sandbox.rank_environment(rank, req.world_size, req.mode, workdir),
+                cwd=workdir, log_path=workdir / f"rank{rank}.log", pass_fds=fds,
             )
-            os.close(control_r)
-            os.close(result_w)
+            for fd in fds:
+                os.close(fd)
+            judge_fds[rank] = []
             # Fed as the rank reads (see _collect): a stream longer than the pipe holds would
             # block here, before the other ranks exist, while this one waits for them.
             os.set_blocking(control_w, False)
             ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log", control_w,
                                      ("\n".join(lines) + "\n").encode()))
         outcome = _collect(ranks, nonce, req.timeout_s, t0, notify)
-        _dump_stacks(ranks)
-        sandbox.kill_all([r.proc for r in ranks], baseline)
+        _dump_stacks(ranks, boxes)
+        outcome["players"] = _player_exits(ranks, boxes)
+        _stop(ranks, boxes, baseline)
         for r in ranks:
-            r.log_text = _read_log(r)
-    except OSError as exc:
+            r.log_text = _read_log(r) + "".join(_player_log(workdir, side, r.rank) for side in SIDES)
+    except (OSError, isolation.SandboxUnavailable) as exc:
         raise EvaluatorError(f"evaluator failure: {type(exc).__name__}: {exc}") from exc
     finally:
-        sandbox.kill_all([r.proc for r in ranks], baseline)
+        _stop(ranks, boxes, baseline)
         for r in ranks:
             _close(r.result_fd)
             _close(r.control_fd)
+        for fds in judge_fds:
+            for fd in fds:
+                _close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
     infra = [r for r in ranks if r.infra]
     if infra:
@@ -206,14 +253,75 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     return ranks, outcome, time.monotonic() - t0
 
 
-def _dump_stacks(ranks: list[RankProcess]) -> None:
-    """Every rank still running without a final report writes its threads' stacks into its log
-    (SIGUSR1, see evaluator.rank), so a time-out or deadlock says where each rank was."""
+def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Path, submission: Path) -> dict:
+    """Where one side's players live. In a sandbox: a private /tmp (their rendezvous and home),
+    the code they need read-only, their build directory writable, nothing else of the host."""
+    repo = sandbox.REPO_ROOT
+    readonly = [repo / "evaluator", repo / "tasks"]
+    readonly += [submission] if side == "solution" else []
+    readonly += [Path(req.pkb_root).resolve()] if req.pkb_root else []
+    if req.sandboxed:
+        tmp = Path("/tmp")
+    else:
+        tmp = workdir / f"{side}-tmp"
+        (tmp / "home").mkdir(parents=True)
+    spec = isolation.SandboxSpec(readonly=readonly, writable=[build_dir], cwd=tmp, isolate=req.sandboxed)
+    return {"spec": spec, "home": tmp / "home", "store": str(tmp / f"{side}-players.store")}
+
+
+def _stop(ranks: list[RankProcess], boxes: dict, baseline: set[int]) -> None:
+    try:
+        for box in boxes.values():
+            box.kill()
+    finally:  # the judges and any stray go too, whatever a sandbox's end raised
+        sandbox.kill_all([r.proc for r in ranks], baseline)
+
+
+def _player_log(workdir: Path, side: str, rank: int) -> str:
+    try:
+        text = (workdir / f"{side}{rank}.log").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+    return f"\n[{side} process of rank {rank}]\n{text}" if text.strip() else ""
+
+
+def _player_exits(ranks: list[RankProcess], boxes: dict) -> dict[str, dict[int, int | None]]:
+    """How each side's players ended. A judge that saw its player end reports at once, maybe
+    before the sandbox has reaped it: give those a moment."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        exits = {side: box.exits() for side, box in boxes.items()}
+        waiting = [r for r in ranks if "ended without answering" in (r.final or {}).get("reason", "")
+                   and all(exits[side].get(r.rank) is None for side in exits)]
+        if not waiting or time.monotonic() >= deadline:
+            return exits
+        time.sleep(0.05)
+
+
+def _players_of(box) -> list[int]:
+    """Host pids of a sandbox's player processes (not its own, which must not get signals)."""
+    pids = []
+    for pid in sandbox.descendants([box.host_pid]):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"evaluator.player" in f.read():
+                    pids.append(pid)
+        except OSError:
+            pass
+    return pids
+
+
+def _dump_stacks(ranks: list[RankProcess], boxes: dict) -> None:
+    """Every rank still running without a final report writes its threads' stacks into its log,
+    and so do the players (SIGUSR1, see evaluator.rank and evaluator.player), so a time-out or
+    deadlock says where each rank was."""
     unfinished = [r for r in ranks if r.final is None and r.infra is None and r.proc.poll() is None]
+    targets = [r.proc.pid for r in unfinished] + ([p for box in boxes.values() for p in _players_of(box)] if unfinished else [])
     for r in unfinished:
         r.stacks_at = _size(r.log_path)
+    for pid in targets:
         try:
-            os.kill(r.proc.pid, signal.SIGUSR1)
+            os.kill(pid, signal.SIGUSR1)
         except ProcessLookupError:
             pass
     # The dump is written from the signal handler in one go: wait until every log has grown and

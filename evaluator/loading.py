@@ -1,5 +1,5 @@
-"""Loading, inside a rank: the problem's torch half (from our suite or from a ParallelKernelBench
-checkout) and the submitted solution module."""
+"""Loading: the problem's torch half (from our suite or from a ParallelKernelBench checkout) for a
+judge, and what a player runs (the submitted solution module, or a reference)."""
 
 from __future__ import annotations
 
@@ -106,6 +106,21 @@ def load_solution(path: Path) -> Callable[..., Any]:
     if not callable(fn):
         raise NoSolution("the file defines no callable `solution`")
     return fn
+
+
+def load_target(target: dict) -> Callable[..., Any]:
+    """What a player runs: {"kind": "file", "path"} (a submission), {"kind": "suite", "id"} (a
+    suite problem's reference) or {"kind": "pkb", "root", "id"} (a public-suite reference)."""
+    if target["kind"] == "file":
+        return load_solution(Path(target["path"]))
+    if target["kind"] == "suite":
+        return tasks.load_reference(target["id"]).solution
+    if target["kind"] == "pkb":
+        root = Path(target["root"])
+        if str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+        return _import_file(f"pkb_reference_{target['id']}", pkb_reference_file(root, int(target["id"]))).solution
+    raise ValueError(f"unknown target {target!r}")
 
 
 def failure_kind(exc: BaseException) -> str:

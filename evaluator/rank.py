@@ -1,4 +1,4 @@
-"""Entry point of a rank process; the harness lives in evaluator.harness (importable, so its
+"""Entry point of a rank's judge process; the judge lives in evaluator.judge (importable, so its
 classes are the same objects everywhere)."""
 
 import faulthandler
@@ -9,6 +9,6 @@ import sys
 # thread's Python stack (written into the rank's log) before it kills it.
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 
-from evaluator.harness import main  # noqa: E402
+from evaluator.judge import main  # noqa: E402
 
 sys.exit(main(sys.argv[1:]))

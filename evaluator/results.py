@@ -26,8 +26,11 @@ Shape of a document (schema "pkb.result/1"):
       "environment": {...}, "log_tail": str, "started_at": iso, "finished_at": iso,
     }
 
-Timing = {"time_us": mean of the slowest rank, "per_rank": [Stats], "slowest_rank": int},
-Stats = {"mean_us", "median_us", "std_us", "min_us", "max_us", "iterations"}.
+Timing = {"time_us": median over batches of the slowest rank's time per call, "per_rank": [Stats],
+          "slowest_rank": int (the rank with the largest median)},
+Stats = {"mean_us", "median_us", "std_us", "min_us", "max_us" over the rank's batches (each the
+         judge-clocked batch time per call, less the protocol's fixed cost), "iterations": calls
+         timed, "batches": batches timed}.
 """
 
 from __future__ import annotations
@@ -42,10 +45,13 @@ from evaluator import RESULT_SCHEMA
 STATUSES = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
 FAILURE_KINDS = ("compile_error", "runtime_error", "incorrect", "timeout", "rejected")
 MODES = ("cpu", "shared-gpu", "gpu")
+# The two players of every rank, in the order a judge receives their sockets. Untimed pairs run the
+# reference first: its outputs size the slots.
+SIDES = ("reference", "solution")
 LOG_TAIL_CHARS = 16_000
 
 
-def stats(samples_us: Iterable[float]) -> dict[str, float]:
+def stats(samples_us: Iterable[float], calls_per_sample: int = 1) -> dict[str, float]:
     values = [float(v) for v in samples_us]
     if not values:
         raise ValueError("no timing samples")
@@ -55,15 +61,19 @@ def stats(samples_us: Iterable[float]) -> dict[str, float]:
         "std_us": statistics.pstdev(values) if len(values) > 1 else 0.0,
         "min_us": min(values),
         "max_us": max(values),
-        "iterations": len(values),
+        "iterations": len(values) * calls_per_sample,
+        "batches": len(values),
     }
 
 
-def timing(per_rank_samples_us: list[list[float]]) -> dict[str, Any]:
-    """Per-rank statistics; the problem's time is the slowest rank's mean."""
-    per_rank = [stats(s) for s in per_rank_samples_us]
-    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r]["mean_us"])
-    return {"time_us": per_rank[slowest]["mean_us"], "per_rank": per_rank, "slowest_rank": slowest}
+def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> dict[str, Any]:
+    """Per-rank statistics. Sample i of every rank is the same batch, timed by each rank's judge:
+    the problem's time is the median over batches of the slowest rank's, a median because a
+    stall of the host on one batch must not move it (and no batch is ever measured again)."""
+    per_rank = [stats(s, calls_per_batch) for s in per_rank_samples_us]
+    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r]["median_us"])
+    per_batch = [max(batch) for batch in zip(*per_rank_samples_us)]
+    return {"time_us": statistics.median(per_batch), "per_rank": per_rank, "slowest_rank": slowest}
 
 
 def geomean(values: Iterable[float | None]) -> float | None:

@@ -1,5 +1,7 @@
-"""Starting and stopping rank processes: own session and process group, minimal environment,
-resource limits, and a kill that leaves nothing behind (descendants that left the group too)."""
+"""Starting and stopping the judges' processes: own session and process group, minimal
+environment, resource limits, and a kill that leaves nothing behind (descendants that left the
+group too); the environments of judges and players. Players run in evaluator/isolation.py's
+sandboxes."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from evaluator.isolation_init import process_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,11 +31,11 @@ PR_SET_CHILD_SUBREAPER = 36
 FILE_SIZE_LIMIT = 4 << 30  # bytes one rank may write into one file (builds are tens of MB)
 
 
-def rank_environment(rank: int, world_size: int, mode: str, workdir: Path, build_dir: Path) -> dict[str, str]:
+def _base_environment(rank: int, world_size: int, home: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSTHROUGH if k in os.environ}
     env.update(NO_MULTICAST)
     env.update(
-        HOME=str(workdir),
+        HOME=str(home),
         PYTHONPATH=str(REPO_ROOT),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
@@ -39,12 +43,26 @@ def rank_environment(rank: int, world_size: int, mode: str, workdir: Path, build
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(world_size),
         LOCAL_WORLD_SIZE=str(world_size),
-        TORCH_EXTENSIONS_DIR=str(build_dir / "torch_extensions"),
-        TRITON_CACHE_DIR=str(build_dir / "triton"),
         # Several ranks on one CPU would otherwise each start a thread per core.
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
     )
+    return env
+
+
+def rank_environment(rank: int, world_size: int, mode: str, workdir: Path) -> dict[str, str]:
+    """A judge's environment: nothing secret of the caller's."""
+    return _base_environment(rank, world_size, workdir)
+
+
+def player_environment(rank: int, world_size: int, mode: str, home: Path, build_dir: Path) -> dict[str, str]:
+    """A player's environment: where its builds go, and what symmetric memory needs."""
+    env = _base_environment(rank, world_size, home)
+    env.pop("TMPDIR", None)  # a player's temporary files stay in its own /tmp
+    env.update(TORCH_EXTENSIONS_DIR=str(build_dir / "torch_extensions"), TRITON_CACHE_DIR=str(build_dir / "triton"))
+    # The ranks of one side meet over loopback, the only interface of their network namespace
+    # (gloo would otherwise bind the address the host name resolves to, absent there).
+    env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
     if mode == "shared-gpu":
         # Lets symmetric-memory rendezvous accept several ranks on one device.
         env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
@@ -84,26 +102,10 @@ def spawn_rank(
         log.close()
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        # Field 4 (ppid) follows the parenthesised command name, which may contain spaces.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
 def descendants(pids: list[int]) -> set[int]:
     if not os.path.isdir("/proc"):
         return set()
-    tree = _children()
+    tree = process_tree()
     found: set[int] = set()
     stack = list(pids)
     while stack:

@@ -56,59 +56,41 @@ def trial_seeds(base: int, index: int, trial: int, rank: int) -> dict[str, int]:
     return {"seed": shared + rank * 7919, "shared_seed": shared}
 
 
-def run_rank(h) -> None:
-    """Rank side (called by evaluator.rank with a Harness)."""
+def run_rank(j) -> None:
+    """Judge side (called by evaluator.rank with a Judge): the solution's players run each
+    problem's reference, then a perturbed copy of it."""
     import tasks
-    from evaluator.harness import Verdict
-    from evaluator.loading import load_problem
+    from evaluator.judge import Verdict
 
-    cfg = h.cfg
+    cfg = j.cfg
     problems, base = cfg["selfcheck"]["problems"], cfg["selfcheck"]["seed"]
-    h.cfg = {**cfg, "problem": {"kind": "suite", "id": problems[0]}}
-    h.start()
+    j.cfg = {**cfg, "problem": {"kind": "suite", "id": problems[0]}}
+    j.start()
     shape_name = cfg["shapes"][0]["name"]
     outcome: dict[str, dict] = {}
     for n, pid in enumerate(problems):
         spec = tasks.get(pid)
         chosen = spec.default_shape if shape_name == "default" else spec.shape(shape_name) if shape_name else spec.shapes[0]
         dims = dict(chosen.dims)
-        h.problem = load_problem({"kind": "suite", "id": pid})
-        reference = h.problem.reference
-
-        def perturbed(*inputs, reference=reference):
-            return perturb_one_rank_(h, reference(*inputs))
-
+        target = {"kind": "suite", "id": pid}
+        j.select_problem(target)
+        j.guarded(j.load, "reference", target)
         row: dict[str, str] = {}
-        for variant, fn in (("reference", reference), ("perturbed", perturbed)):
-            h.progress(f"{pid} {variant}")  # a time-out names the problem it stopped in
-            h.solution = fn
+        for variant in ("reference", "perturbed"):
+            j.progress(f"{pid} {variant}")  # a time-out names the problem it stopped in
             status = "correct"
             try:
+                j.guarded(j.load, "solution", target, variant == "perturbed")
                 for t in range(cfg["trials"]):
-                    h.trial(dims, trial_seeds(base, n, t, h.rank))
+                    seeds = trial_seeds(base, n, t, j.rank)
+                    j.out_capacity = 0
+                    j.pair(lambda seeds=seeds, dims=dims: [j.inputs(dims, seeds["seed"], seeds["shared_seed"])])
             except Verdict as verdict:
                 status = verdict.status
                 if variant == "reference" or status != "incorrect":
                     row["reason"] = f"{variant}: rank {verdict.origin}: {verdict.reason}"
             row[variant] = status
         outcome[pid] = row
-    h.channel.send({"type": "final", "rank": h.rank, "status": "correct", "selfcheck": outcome, "shapes": []})
+    j.channel.send({"type": "final", "rank": j.rank, "status": "correct", "selfcheck": outcome, "shapes": []})
 
 
-def perturb_one_rank_(h, out: Any) -> Any:
-    """Perturbs the output of the last rank that has an element to change, all ranks agreeing on
-    which. The last rank's output may be empty for some draws (an all-to-all that sends it no
-    rows): failing there alone would make it skip the reference's collectives in the trial, and
-    its peers would wait in them for ever."""
-    import torch.distributed as dist
-
-    from evaluator import checks
-
-    counts: list[Any] = [None] * h.world
-    dist.all_gather_object(counts, checks.element_count(out), group=h.group)
-    holders = [rank for rank, count in enumerate(counts) if count]
-    if not holders:
-        raise ValueError("no rank's output has an element to perturb")
-    if h.rank == holders[-1]:
-        checks.perturb_(out)
-    return out

@@ -189,6 +189,7 @@ class Job:
             world_size=self.world_size,
             mode=self.mode,
             hardware=self.profile,
+            sandboxed=True,  # whatever the payload says: a worker judges uploaded code
             **kwargs,
         )
 
@@ -258,7 +259,7 @@ class Progress:
 
 def run_job(job: Job, worker: str, send: Send, heartbeat_s: float) -> str:
     """Claim, evaluate, report. Returns what was reported: "result" or "failure"."""
-    from evaluator.launch import EvaluationRequest, EvaluatorError, evaluate
+    from evaluator.launch import EvaluationRequest, EvaluatorError, NoSandbox, evaluate
 
     send(RECORD_STAGE, job.evaluation, job.token, "starting", worker)
     failure: tuple[str, bool] | None = None
@@ -266,6 +267,9 @@ def run_job(job: Job, worker: str, send: Send, heartbeat_s: float) -> str:
     with Progress(send, job, worker, heartbeat_s) as progress:
         try:
             doc = evaluate(EvaluationRequest(**job.request_kwargs()), on_progress=progress.on_progress)
+        except NoSandbox as exc:
+            # Uploaded code is never judged unsandboxed. Another host may manage: retry.
+            failure = (f"{worker} refused to judge: {exc}", True)
         except EvaluatorError as exc:
             failure = (f"evaluator failure on {worker}: {exc}", True)
         except (ValueError, KeyError, TypeError) as exc:
@@ -344,6 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("evaluator.worker: torch was imported before the worker started")
     os.environ.update(NO_MULTICAST)
     hide_from_solutions()
+    from evaluator import isolation
+
+    if (reason := isolation.probe()) is not None:
+        # It still serves its queue, so that each evaluation it takes ends with this reason for the
+        # admin to see, instead of waiting for a worker that never comes.
+        log.error("this host cannot sandbox submitted code and will refuse every evaluation: %s", reason)
     app = create_app(args.hardware)
     app.worker_main(
         [

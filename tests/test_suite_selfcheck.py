@@ -35,7 +35,7 @@ def base_seed_sending_the_last_rank_no_rows(world_size: int) -> int:
     shape) leaves the last rank's output empty: drawn by the harness's own draw_inputs."""
     import torch
 
-    from evaluator.harness import draw_inputs
+    from evaluator.judge import draw_inputs
     from evaluator.loading import load_problem
 
     problem = load_problem({"kind": "suite", "id": "moe_all2all_primitive"})

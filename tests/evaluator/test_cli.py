@@ -76,3 +76,14 @@ def test_broken_host_exits_3(tmp_path):
     out = cli(*args)
     assert out.returncode == 3
     assert "gpu mode needs" in out.stdout
+
+
+def test_unsandboxed_is_the_command_lines_choice_and_said_in_the_result(tmp_path):
+    out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path), "--unsandboxed")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "judged without the sandbox" in out.stdout
+    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    assert doc["environment"]["sandboxed"] is False
+    out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path))
+    assert json.loads((tmp_path / "result.json").read_text())["environment"]["sandboxed"] is True
+    assert "judged without the sandbox" not in out.stdout

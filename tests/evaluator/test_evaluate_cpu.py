@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -128,10 +127,16 @@ def test_hang_is_timeout_and_leaves_nothing_running(name):
     assert "did not finish" in doc["reason"]
     assert elapsed < limit + 8
     assert no_leftovers()
-    # Where each rank was when it was stopped.
+    # Where each rank's judge and players were when they were stopped: both solution players are
+    # stuck in the solution (endless_loop), or rank 0's is in its extra collective while rank 1's
+    # judge waits for rank 0's judge (deadlock).
+    stuck = (0, 1) if name == "endless_loop" else (0,)
     for rank in (0, 1):
         section = doc["log_tail"].split(f"== rank {rank} ==")[1].split("== rank")[0]
-        assert "where its threads were" in section and "in trial" in section, doc["log_tail"]
+        assert "where its threads were" in section and "judge.py" in section, doc["log_tail"]
+        player = section.split(f"[solution process of rank {rank}]")[1]
+        if rank in stuck:
+            assert "in op_run" in player and "in solution" in player, doc["log_tail"]
 
 
 @pytest.mark.parametrize(
@@ -158,34 +163,39 @@ def test_printed_fake_result_is_not_believed():
     assert doc["summary"]["speedup"] is None
 
 
-def test_forged_message_on_result_channel_is_rejected():
-    doc = run("allreduce", solution("forged_channel"))
-    assert doc["status"] == "rejected"
-    assert "result channel" in doc["reason"]
-
-
-def test_reading_the_seed_channel_is_rejected():
-    doc = run("allreduce", solution("reads_seeds"))
-    assert doc["status"] == "rejected"
-    assert "input channel" in doc["reason"]
-
-
-def test_patching_the_timer_is_rejected():
-    doc = run("allreduce", solution("patches_timer"))
-    assert doc["status"] == "rejected"
-    assert "perf_counter_ns" in doc["reason"]
-
-
-def test_detached_grandchild_is_killed():
-    pid_file = Path(tempfile.gettempdir()) / "pkb-daemon-test.pid"
-    pid_file.unlink(missing_ok=True)
-    doc = run("allreduce", solution("daemon_child"))
+@pytest.mark.parametrize("name", ["forged_channel", "reads_seeds", "patches_timer"])
+def test_the_judges_channels_and_clock_are_out_of_reach(name):
+    """The solution's process holds no pipe of the judge's and shares no clock with it: forging
+    reports, reading seeds or patching its own timer changes nothing (the attacks' computation is
+    honest). tests/adversarial/ tries harder."""
+    doc = run("allreduce", solution(name))
     assert doc["status"] == "correct", doc["reason"]
-    pid = int(pid_file.read_text())
+    assert no_leftovers()
+
+
+def _processes_with(marker: bytes) -> list[int]:
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("sandboxed", [True, False])
+def test_detached_grandchild_is_killed(sandboxed):
+    """A daemon that left its session and its parent is gone when the evaluation is, sandboxed
+    (the pid namespace ends with its pid 1) or not (the players' pid 1 is a child subreaper)."""
+    marker = b"pkb-daemon-test-marker"
+    assert not _processes_with(marker)
+    doc = run("allreduce", solution("daemon_child"), sandboxed=sandboxed)
+    assert doc["status"] == "correct", doc["reason"]
+    assert doc["environment"]["sandboxed"] is sandboxed
     time.sleep(0.2)
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
-    pid_file.unlink()
+    assert not _processes_with(marker)
+    assert no_leftovers()
 
 
 def test_public_suite_layout():
@@ -216,19 +226,16 @@ def test_in_place_results_are_checked():
 SMALL_CLIP = {"L": 2, "M": 16, "N": 8}
 
 
-def test_a_random_stall_is_measured_again():
+def test_a_random_stall_does_not_move_the_time():
+    """One 0.2 s call in one batch of six: the median over batches does not see it."""
     doc = run("allreduce", solution("stalls_once"), trials=3, warmup=2, iters=6)
     assert doc["status"] == "correct", doc["reason"]
-    shape = doc["shapes"][0]
-    # Measured again (2 times, or 3 if the busy host stalled the second attempt too), and the
-    # attempt with the 0.2 s call was not kept.
-    assert any("timing measured" in n for n in shape["notes"]), shape["notes"]
-    assert shape["solution"]["time_us"] < 20_000
+    assert doc["shapes"][0]["solution"]["time_us"] < 20_000
 
 
 def test_a_cost_paid_on_some_calls_stays_in_the_time():
-    doc = run("allreduce", solution("slow_every_third_call"), trials=3, warmup=2, iters=6)
+    """50 ms on every third call: with three calls per batch every batch pays it once."""
+    doc = run("allreduce", solution("slow_every_third_call"), trials=3, warmup=2, iters=30)
     assert doc["status"] == "correct", doc["reason"]
-    # Whether or not the busy host's calls made the 50 ms ones count as stalls, every attempt has
-    # them, so the kept one does: two 50 ms calls in six.
-    assert doc["shapes"][0]["solution"]["time_us"] > 10_000
+    assert doc["shapes"][0]["solution"]["per_rank"][0]["iterations"] == 30
+    assert doc["shapes"][0]["solution"]["time_us"] > 50_000 / 3 * 0.9

@@ -16,12 +16,16 @@ DOC = {
 def test_stats():
     s = results.stats([1.0, 2.0, 3.0, 10.0])
     assert s == {"mean_us": 4.0, "median_us": 2.5, "std_us": pytest.approx(3.5355, rel=1e-4), "min_us": 1.0,
-                 "max_us": 10.0, "iterations": 4}
+                 "max_us": 10.0, "iterations": 4, "batches": 4}
+    assert results.stats([1.0, 2.0], calls_per_sample=10)["iterations"] == 20
 
 
-def test_problem_time_is_the_slowest_rank():
+def test_problem_time_is_the_median_batch_of_the_slowest_rank():
     t = results.timing([[1.0, 1.0], [3.0, 5.0], [2.0, 2.0]])
     assert t["slowest_rank"] == 1 and t["time_us"] == 4.0
+    # Batch by batch the slowest rank decides; one stalled batch does not move the median.
+    t = results.timing([[1.0, 9.0, 1.0], [2.0, 1.0, 2.0]])
+    assert t["time_us"] == 2.0
 
 
 def test_summary_is_geometric_mean_over_shapes():

@@ -45,7 +45,7 @@ def test_request_carries_the_payload_settings():
     kwargs = JOB.request_kwargs()
     assert kwargs == {
         "problem": "allreduce", "solution_code": JOB.code, "world_size": 2, "mode": "cpu", "hardware": "h100",
-        "warmup": 1, "iters": 3, "trials": 1, "timeout_s": 60.0, "shapes": ["default"],
+        "warmup": 1, "iters": 3, "trials": 1, "timeout_s": 60.0, "shapes": ["default"], "sandboxed": True,
     }  # fmt: skip
     launch.EvaluationRequest(**kwargs).validate()
 
@@ -85,6 +85,20 @@ def test_failures_of_the_host_are_reported_never_judged(monkeypatch, error, retr
     name, evaluation, token, reason, retried = outbox.messages[-1]
     assert (name, evaluation, token, retried) == (worker.REPORT_FAILURE, 7, "tok", retry)
     assert str(error) in reason
+    assert worker.STORE_RESULT not in outbox.names()
+
+
+def test_a_host_without_a_sandbox_refuses_to_judge_uploaded_code(monkeypatch):
+    """The real evaluate, on a host whose sandbox probe fails: no player starts, and the reason
+    reaches the admin as the evaluation's failure."""
+    from evaluator import isolation
+
+    monkeypatch.setattr(isolation, "probe", lambda: "user namespaces are disabled")
+    outbox = Outbox()
+    assert worker.run_job(JOB, "gpu-a", outbox, heartbeat_s=5) == "failure"
+    name, _, _, reason, retried = outbox.messages[-1]
+    assert name == worker.REPORT_FAILURE and retried is True
+    assert "gpu-a refused to judge" in reason and "user namespaces are disabled" in reason
     assert worker.STORE_RESULT not in outbox.names()
 
 

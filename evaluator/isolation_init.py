@@ -1,0 +1,366 @@
+"""Pid 1 of a player sandbox (evaluator/isolation.py starts it; docs/sandbox.md says what it
+isolates). It builds the sandbox's file system from the plan it is given, brings loopback up, starts
+each player without privileges, reaps every process and writes one JSON line per player exit on the
+status pipe. Standard library only, and it imports nothing from the repository: it runs with
+`python -I -S` before the sandbox's file system exists."""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import struct
+import sys
+import time
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1 << 10, 1 << 11, 1 << 12, 1 << 14, 1 << 18, 1 << 21
+MNT_DETACH = 2
+# A remount inside a user namespace must keep the flags the original mount was locked with.
+STATVFS_TO_MS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+                 os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+PR_CAPBSET_DROP, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 24, 36, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+FILE_SIZE_LIMIT = 4 << 30  # bytes one player may write into one file (builds are tens of MB)
+
+BASE, NEW, OLD = "/tmp", "/newroot", "/oldroot"  # BASE: where the sandbox is assembled, in our own mount namespace
+# Device nodes the players get. Not all of /dev: uid 0 opens a root-owned block device (the host's
+# disks) by its mode bits alone, without any capability.
+# The GPUs' are /dev/nvidia0.., nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-caps/ (MIG).
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+# As container runtimes do: uid 0 may write sysctls (e.g. kernel.core_pattern, whose helper runs on
+# the host) and /proc/sysrq-trigger by mode bits alone, so these are read-only, and these leak the host.
+PROC_READONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+PROC_MASKED = ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/proc/latency_stats",
+               "/proc/timer_stats", "/proc/acpi", "/proc/scsi", "/proc/asound")
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _c(s: str | None) -> bytes | None:
+    return None if s is None else s.encode()
+
+
+def mount(source: str | None, target: str, fstype: str | None = None, flags: int = 0, data: str | None = None) -> None:
+    _check(libc.mount(_c(source), _c(target), _c(fstype), ctypes.c_ulong(flags), _c(data)),
+           f"mount {source or ''} on {target}")
+
+
+def _mount_points_under(path: str) -> list[str]:
+    with open(NEW + "/proc/self/mountinfo") as f:
+        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4]) for line in f]
+    return [p for p in points if p == path or p.startswith(path.rstrip("/") + "/")]
+
+
+def restrict(path: str, flags: int) -> None:
+    """Remount `path` and every mount below it (a recursive bind brings submounts along, and a
+    remount changes one mount only) with `flags` added."""
+    for point in _mount_points_under(path):
+        kept = sum(ms for st, ms in STATVFS_TO_MS.items() if os.statvfs(point).f_flag & st)
+        mount(None, point, None, MS_BIND | MS_REMOUNT | flags | kept)
+
+
+def _make_target(source: str, target: str) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            open(target, "w").close()
+
+
+def bind(path: str, *, writable: bool, flags: int = MS_NOSUID | MS_NODEV) -> None:
+    """The host's `path` at the same path in the new root."""
+    source, target = OLD + path, NEW + path
+    _make_target(source, target)
+    mount(source, target, None, MS_BIND | MS_REC)  # recursive: a user namespace refuses to split locked submounts
+    restrict(target, flags | (0 if writable else MS_RDONLY))
+
+
+def tmpfs(path: str, mode: int, flags: int = MS_NOSUID | MS_NODEV) -> None:
+    os.makedirs(path, exist_ok=True)
+    mount("tmpfs", path, "tmpfs", flags, f"mode={mode:o}")
+
+
+def mask(path: str) -> None:
+    """Hide a file behind /dev/null and a directory behind an empty read-only tmpfs."""
+    target = NEW + path
+    if os.path.isdir(target) and not os.path.islink(target):
+        mount("tmpfs", target, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=755")
+    elif os.path.exists(target):
+        mount(OLD + "/dev/null", target, None, MS_BIND)
+        mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)  # not nodev: it is /dev/null
+
+
+def build_dev() -> None:
+    tmpfs(NEW + "/dev", 0o755, MS_NOSUID)  # no nodev: the device nodes bound into it must work
+    names = [n for n in os.listdir(OLD + "/dev") if n in DEVICES or n.startswith("nvidia")]
+    for name in sorted(names):
+        bind("/dev/" + name, writable=True, flags=MS_NOSUID)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                         ("stderr", "/proc/self/fd/2")):
+        os.symlink(target, f"{NEW}/dev/{name}")
+    # Private to the sandbox, shared by its players (NCCL's and PyTorch's shared memory segments).
+    tmpfs(NEW + "/dev/shm", 0o1777)
+    mount(None, NEW + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID)
+
+
+def build_proc() -> None:
+    # The pid namespace's own /proc: only the sandbox's processes.
+    os.makedirs(NEW + "/proc")
+    mount("proc", NEW + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for path in PROC_READONLY:
+        if os.path.exists(NEW + path):
+            mount(NEW + path, NEW + path, None, MS_BIND | MS_REC)
+            restrict(NEW + path, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for path in PROC_MASKED:
+        mask(path)
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise OSError(f"pivot_root: no syscall number known for {os.uname().machine}")
+    _check(libc.syscall(ctypes.c_long(number), _c(new_root), _c(put_old)), f"pivot_root {new_root}")
+
+
+def build_root(plan: dict) -> None:
+    """Assemble the new root under BASE with the host's root at OLD, then make it the root and detach
+    the host's: only what the plan (a whitelist) names stays reachable."""
+    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount may propagate back to the host
+    tmpfs(BASE, 0o755)
+    os.mkdir(BASE + OLD)
+    pivot_root(BASE, BASE + OLD)
+    os.chdir("/")
+    tmpfs(NEW, 0o755)
+    build_proc()
+    tmpfs(NEW + "/tmp", 0o1777)  # private to the sandbox, shared by its players (symmetric-memory sockets)
+    build_dev()
+    for path, writable in plan["binds"]:
+        bind(path, writable=writable)
+    for path in plan["masks"]:
+        mask(path)
+    for path, target in plan["links"]:
+        if not os.path.lexists(NEW + path):
+            os.makedirs(os.path.dirname(NEW + path), exist_ok=True)
+            os.symlink(target, NEW + path)
+    for path in plan["mkdirs"]:  # the players' HOME and cwd when they lie in the private /tmp
+        os.makedirs(NEW + path, mode=0o700, exist_ok=True)
+    mount(None, NEW, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # Enter the new root; the old one (BASE, with the host's root below it) ends up stacked on it,
+    # detached at once.
+    os.chdir(NEW)
+    pivot_root(".", ".")
+    _check(libc.umount2(b".", MNT_DETACH), "detach the old root")
+    os.chdir("/")
+
+
+def loopback_up() -> None:
+    """A new network namespace's `lo` is down, and gloo's rendezvous needs it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+
+
+def limit_resources() -> None:
+    # No RLIMIT_AS: CUDA reserves far more address space than it uses. No RLIMIT_NPROC: uid 0 is
+    # exempt from it, and for another uid it counts that user's processes outside the sandbox too.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+def drop_privileges() -> None:
+    """Keep the uid (CUDA IPC with the judge needs the same one) but no capability survives exec:
+    an empty bounding set, no inheritable or ambient capability, and no_new_privs (no setuid or
+    file-capability binary can give any back)."""
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # fails only on kernels without ambient sets
+    cap = 0
+    while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+        cap += 1  # EINVAL past the last capability; EPERM when we hold none (another uid, not isolated)
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def spawn(player: dict, cwd: str) -> int:
+    """Fork and exec one player: its own session, stdin /dev/null, stdout and stderr to its log, its
+    handed fds at the numbers it was promised (`player["fds"]`), nothing else. Raises OSError when
+    the exec fails."""
+    errors_r, errors_w = os.pipe()  # close-on-exec: stays empty when exec succeeds
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(errors_r)
+            os.setsid()
+            for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ):
+                signal.signal(sig, signal.SIG_DFL)
+            # Move what we keep above every number in play first, so that placing one fd at its
+            # promised number never overwrites another that is still to be placed.
+            high = 1 + max(3, errors_w, player["log_fd"], *player["fds"], *player["handed"])
+            errors_w = fcntl.fcntl(errors_w, fcntl.F_DUPFD_CLOEXEC, high)
+            log = fcntl.fcntl(player["log_fd"], fcntl.F_DUPFD, high)
+            moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, high) for fd in player["handed"]]
+            os.dup2(os.open("/dev/null", os.O_RDONLY), 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            for source, target in zip(moved, player["fds"]):
+                os.dup2(source, target)  # inheritable
+            low = 3  # close everything else: the other players' fds, the status pipe, the logs
+            for fd in sorted({errors_w, *player["fds"]}):
+                os.closerange(low, fd)
+                low = fd + 1
+            os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+            os.chdir(cwd)
+            limit_resources()
+            drop_privileges()
+            os.execvpe(player["argv"][0], player["argv"], player["env"])
+        except BaseException as e:  # noqa: B036 - whatever happens, report it and never return into the parent's code
+            os.write(errors_w, f"{type(e).__name__}: {e}".encode())
+        os._exit(127)
+    os.close(errors_w)
+    with os.fdopen(errors_r, "rb") as f:
+        error = f.read().decode(errors="replace")
+    if error:
+        os.waitpid(pid, 0)
+        raise OSError(error)
+    return pid
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(min(1 << 20, size - len(data)))
+        if not chunk:
+            raise EOFError("the configuration ended early")
+        data += chunk
+    return data
+
+
+def receive_config(fd: int) -> dict:
+    """The plan and the players, with the fds handed over (SCM_RIGHTS): each player's, then the logs."""
+    with socket.socket(fileno=fd) as sock:
+        header, handed, _, _ = socket.recv_fds(sock, 8, 256)
+        header += _receive(sock, 8 - len(header))
+        body = _receive(sock, int.from_bytes(header, "little"))
+    config = json.loads(body)
+    players = config["players"]
+    if len(handed) != sum(len(p["fds"]) + 1 for p in players):
+        raise ValueError(f"{len(handed)} fds handed over for {len(players)} players")
+    for player in players:
+        player["handed"], handed = handed[: len(player["fds"])], handed[len(player["fds"]) :]
+    for player, log in zip(players, handed):
+        player["log_fd"] = log
+    return config
+
+
+def process_tree() -> dict[int, list[int]]:
+    """Parent pid -> child pids, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                # Field 4 (ppid) follows the parenthesised command name, which may contain spaces.
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(root: int) -> set[int]:
+    children = process_tree()
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def kill_descendants(root: int, timeout: float = 10.0) -> None:
+    """SIGKILL every descendant of `root` (kept in the tree while `root` is a child subreaper) until
+    none is left; a killed process cannot fork any more, so each pass only catches newer children."""
+    deadline = time.monotonic() + timeout
+    while (pids := descendants(root)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if root == os.getpid():
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+            except ChildProcessError:
+                pass
+        time.sleep(0.005)
+
+
+def exit_status(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def main() -> None:
+    # As pid 1 of a pid namespace we only get the signals we handle: handle none (Python handles SIGINT).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    config = receive_config(int(sys.argv[1]))
+    status_fd = config["status_fd"]
+
+    def report(**message: object) -> None:
+        try:
+            os.write(status_fd, (json.dumps(message) + "\n").encode())
+        except BrokenPipeError:
+            sys.exit(1)  # the judge is gone: ending pid 1 ends the sandbox
+
+    try:
+        if config["isolate"]:
+            build_root(config["plan"])
+            loopback_up()
+        else:
+            # Orphans (a daemonized process) are re-parented to us, so kill_descendants finds them.
+            _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+        limit_resources()
+    except Exception as e:
+        report(error=f"sandbox setup failed: {type(e).__name__}: {e}")
+        sys.exit(1)
+    running: dict[int, int] = {}
+    for index, player in enumerate(config["players"]):
+        try:
+            running[spawn(player, config["cwd"])] = index
+        except OSError as e:
+            report(player=index, status=127, error=f"cannot start player {index}: {e}")
+        # Only the player keeps its ends: a judge must see EOF the moment its player dies.
+        for fd in (player["log_fd"], *player["handed"]):
+            os.close(fd)
+    report(started=True)
+    while running:
+        try:
+            pid, status = os.wait()  # also reaps orphans re-parented to us
+        except ChildProcessError:
+            break
+        if pid in running:
+            report(player=running.pop(pid), status=exit_status(status))
+    if not config["isolate"]:
+        kill_descendants(os.getpid())
+    # Isolated: exiting as pid 1 makes the kernel kill every process left in the namespace.
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,603 @@
+"""The judge of one rank (started as `python -m evaluator.rank CONTROL RESULT SOLUTION REFERENCE`,
+four file descriptors).
+
+The judge is trusted: it never imports, unpickles or calls anything of the submission. It draws
+every input from secret seeds, writes it into an arena its players map, and asks its two players,
+one running the solution and one the reference (each in a sandbox of its own, see
+evaluator/player.py), to run calls on it. It reads their outputs back from its arenas and checks
+every call of the solution against the reference's call on the same inputs. Time is its own
+clock over batches of calls, from writing the batch's inputs until it has read the outputs
+back: work that a player leaves running past its "done" is either inside that time or makes the
+outputs it reads wrong.
+
+Seeds come on the control pipe one at a time, with sequence numbers; reports go back on the
+result pipe, each tagged with a per-evaluation nonce. The parent computes every statistic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from evaluator import checks, transport
+from evaluator.loading import LoadedProblem, load_problem
+from evaluator.results import SIDES
+from tasks.spec import InputContext
+
+# Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
+# it reads back. On a GPU shared by every rank (shared-gpu), each rank gets a part.
+BATCH_MEMORY_BYTES = {"cpu": 256 << 20, "shared-gpu": 1 << 30, "gpu": 4 << 30}
+MAX_BATCH = 50  # calls per timed batch
+MIN_TIMED_BATCHES = 10  # the timed calls are split into at least this many batches per side
+CANARY = 0xFF  # fills output slots before each batch: NaN in floats, -1 in integers
+OUTPUT_MARGIN = 1.25  # room over the reference's largest output seen, for data-dependent sizes
+OVERFLOW_RETRIES = 3
+
+
+def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed: int, shared_seed: int,
+                device: torch.device, portable: bool = False) -> tuple:
+    """One rank's inputs of `problem` from generators on `device` seeded with `seed` (this rank's)
+    and `shared_seed` (the same on every rank): what every trial, timing set and public trial runs."""
+    rng = torch.Generator(device=device)
+    rng.manual_seed(seed)
+    shared = torch.Generator(device=device)
+    shared.manual_seed(shared_seed)
+    # A bitwise problem's public-trial digests are compared across hardware (and with `cpu`
+    # mode's), so those draws must be the same bits on every host CPU too.
+    portable_draws = portable and problem.bitwise
+    ctx = InputContext(rank, world, dims, problem.dtype, device, rng, shared, portable_draws)
+    made = problem.make_inputs(ctx)
+    return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+
+class Verdict(Exception):
+    """Ends the evaluation on this rank with a status (raised on the rank that found it)."""
+
+    def __init__(self, status: str, reason: str, detail: str = "", origin: int | None = None):
+        super().__init__(reason)
+        self.status, self.reason, self.detail, self.origin = status, reason, detail, origin
+
+
+class HostError(Exception):
+    """The machine cannot run this evaluation (missing GPUs): not the solution's fault."""
+
+
+class Channel:
+    def __init__(self, control_fd: int, result_fd: int):
+        self._control_fd = control_fd
+        self._result_fd = result_fd
+        self.config = json.loads(self._readline())
+        self._nonce = self.config.pop("nonce")
+        self._seq = 0
+
+    def _readline(self) -> bytes:
+        """Unbuffered on purpose: seeds not yet needed stay in the pipe, not in this process."""
+        line = bytearray()
+        while True:
+            byte = os.read(self._control_fd, 1)
+            if not byte or byte == b"\n":
+                return bytes(line)
+            line += byte
+
+    def next_seed(self, kind: str) -> dict:
+        try:
+            line = self._readline()
+            msg = json.loads(line) if line else {}
+        except (OSError, ValueError):
+            msg = {}
+        if msg.get("seq") != self._seq or msg.get("kind") != kind:
+            raise Verdict("rejected", "the evaluator's input channel was read by someone else (seeds out of sequence)")
+        self._seq += 1
+        return msg
+
+    def send(self, message: dict) -> None:
+        data = (json.dumps({"nonce": self._nonce, **message}) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._result_fd, view):]
+
+
+class Stages:
+    """Wall seconds spent per stage, for the evaluator's own benchmark."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+
+class Link:
+    """The judge's end of one player. Every answer is checked; an answer that is not one of the
+    protocol's, or none at all, ends the evaluation."""
+
+    def __init__(self, fd: int, side: str, device: torch.device):
+        self.sock = socket.socket(fileno=fd)
+        self.side = side
+        self.device = device
+        self.arenas: dict[str, transport.Arena] = {}
+
+    @property
+    def who(self) -> str:
+        return "the solution" if self.side == "solution" else "the reference"
+
+    def send(self, message: dict, fds: tuple[int, ...] = ()) -> None:
+        try:
+            transport.send(self.sock, message, fds)
+        except OSError:
+            raise Verdict("runtime_error", f"{self.who}'s process ended without answering ({message['op']})") from None
+
+    def answer(self, op: str) -> dict:
+        try:
+            reply, _ = transport.recv(self.sock)
+        except (EOFError, OSError):
+            raise Verdict("runtime_error", f"{self.who}'s process ended without answering ({op})") from None
+        except transport.ProtocolError as exc:
+            raise Verdict("rejected", f"{self.who}'s process broke the evaluator's protocol: {exc}") from None
+        if reply.get("ok") is True:
+            return reply
+        reason = str(reply.get("reason", "no reason given"))[:2000]
+        detail = str(reply.get("traceback", ""))[-8000:]
+        if reply.get("ok") is not False:
+            raise Verdict("rejected", f"{self.who}'s process broke the evaluator's protocol: {reply!r:.200}")
+        if self.side == "reference":
+            raise Verdict("runtime_error", f"the reference raised {reason}", detail)
+        kind = reply.get("kind") if reply.get("kind") in ("compile_error", "runtime_error") else "runtime_error"
+        prefix = "importing the solution failed" if op == "load" else "solution raised"
+        raise Verdict(kind, f"{prefix}: {reason}" if op == "load" else f"{prefix} {reason}", detail)
+
+    def request(self, message: dict, fds: tuple[int, ...] = ()) -> dict:
+        self.send(message, fds)
+        return self.answer(message["op"])
+
+    def ensure_arena(self, name: str, nbytes: int) -> transport.Arena:
+        """An arena of at least `nbytes` that the player maps as `name`; a larger one replaces it
+        (the old one stays allocated: the player may still map it)."""
+        arena = self.arenas.get(name)
+        if arena is None or arena.nbytes < nbytes:
+            arena = transport.Arena.create(int(nbytes * 1.25) if arena else nbytes, self.device)
+            self.arenas[name] = arena
+            desc, fds = arena.export()
+            self.request({"op": "arena", "id": name, "desc": desc}, fds)
+        return arena
+
+
+class Batch:
+    """K calls on K input sets: what both sides run, the judge's record of what it wrote, and
+    what it read back."""
+
+    def __init__(self, sets: list[tuple]):
+        self.sets = sets
+        self.read: dict[str, list[Any]] = {}  # side -> outputs per call (the judge's copies)
+        self.after: dict[str, list[Any]] = {}  # side -> inputs per call as the player left them
+        self.ns: dict[str, int] = {}
+        self.overflow = 0  # bytes the reference needed beyond its slots (data-dependent sizes)
+
+
+class Judge:
+    def __init__(self, channel: Channel, fds: list[int]):
+        self.channel = channel
+        cfg = channel.config
+        self.cfg = cfg
+        self.rank, self.world = cfg["rank"], cfg["world_size"]
+        self.mode = cfg["mode"]
+        self.stages = Stages()
+        self.on_gpu = self.mode != "cpu"
+        self.problem: LoadedProblem | None = None
+        self.player_fds = fds
+        self.links: dict[str, Link] = {}
+        self.out_capacity = 0
+        self.new_groups: list[list[int]] = []
+        self.reported = False
+
+    # -- set-up ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        with self.stages("init"):
+            if self.mode == "gpu":
+                if torch.cuda.device_count() <= self.rank:
+                    raise HostError(f"gpu mode needs {self.world} GPUs, found {torch.cuda.device_count()}")
+                self.device = torch.device("cuda", self.rank)
+            elif self.mode == "shared-gpu":
+                if not torch.cuda.is_available():
+                    raise HostError("shared-gpu mode needs a CUDA GPU")
+                self.device = torch.device("cuda", 0)
+            else:
+                self.device = torch.device("cpu")
+            if self.on_gpu:
+                torch.cuda.set_device(self.device)
+            # The judges' own group: they coordinate among themselves, never with the players.
+            dist.init_process_group("gloo", init_method=f"file://{self.cfg['store']}", rank=self.rank,
+                                    world_size=self.world, timeout=timedelta(seconds=self.cfg["timeout_s"]))
+            self.links = {side: Link(fd, side, self.device) for side, fd in zip(SIDES, self.player_fds)}
+            init = {"op": "init", "rank": self.rank, "world": self.world, "timeout_s": self.cfg["timeout_s"],
+                    "backend": "nccl" if self.mode == "gpu" else "gloo",
+                    "device": str(self.device)}
+            for side, link in self.links.items():
+                link.send({**init, "store": self.cfg["player_stores"][side]})
+            for link in self.links.values():
+                link.answer("init")
+        self.select_problem(self.cfg["problem"])
+
+    def select_problem(self, source: dict) -> None:
+        self.problem = load_problem(source)
+        self.out_capacity = 0
+
+    def progress(self, stage: str, **detail: Any) -> None:
+        if self.rank == 0:
+            self.channel.send({"type": "progress", "stage": stage, **detail})
+
+    def agree(self, failure: Verdict | None) -> None:
+        """All ranks learn whether any rank failed; the lowest failing rank's verdict wins."""
+        mine = None if failure is None else (failure.status, failure.reason, failure.detail)
+        gathered: list[Any] = [None] * self.world
+        dist.all_gather_object(gathered, (self.rank, mine))
+        for rank, verdict in gathered:
+            if verdict is not None:
+                status, reason, detail = verdict
+                raise Verdict(status, reason, detail, origin=rank)
+
+    def guarded(self, fn, *args):
+        """Runs a step; a failure other than wrong outputs is reported at once (the other ranks'
+        players may be stuck in a collective with this one's), then all ranks agree."""
+        failure = None
+        result = None
+        try:
+            result = fn(*args)
+        except Verdict as verdict:
+            failure = verdict
+        if failure is not None and failure.status != "incorrect" and not self.cfg.get("selfcheck"):
+            self.report(failure)
+        self.agree(failure)
+        return result
+
+    def load(self, side: str, target: dict, perturb: bool = False) -> None:
+        self.links[side].request({"op": "load", "target": target, "perturb": perturb})
+
+    def build(self) -> None:
+        """Rank 0's player imports (and so builds) the solution first; the others then load the
+        cached build."""
+        self.progress("building")
+        with self.stages("build"):
+            self.guarded(self.load, "reference", self.cfg["reference"])
+            for turn in (0, 1):
+                if (self.rank == 0) == (turn == 0):
+                    self.guarded(self.load, "solution", self.cfg["solution"])
+                else:
+                    self.agree(None)
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def inputs(self, dims: dict, seed: int, shared_seed: int, portable: bool = False) -> tuple:
+        """Inputs from seeded generators. `portable` draws them on the CPU and moves them to the
+        device, so the same seed gives the same bits on any GPU (CUDA generators' streams can
+        depend on the device's multiprocessor count). Process groups the problem creates are
+        recorded, so the players create the same ones."""
+        device = torch.device("cpu") if portable else self.device
+        original = dist.new_group
+
+        def recording_new_group(ranks=None, *args, **kwargs):
+            self.new_groups.append(list(range(self.world)) if ranks is None else sorted(ranks))
+            return original(ranks, *args, **kwargs)
+
+        dist.new_group = recording_new_group
+        try:
+            made = draw_inputs(self.problem, self.rank, self.world, dims, seed, shared_seed, device, portable)
+        finally:
+            dist.new_group = original
+        if self.new_groups:
+            create, self.new_groups = self.new_groups, []
+            for link in self.links.values():
+                link.request({"op": "groups", "create": create})
+        return checks.to_device(made, self.device) if portable else made
+
+    def sync(self) -> None:
+        if self.on_gpu:
+            torch.cuda.synchronize(self.device)
+
+    # -- running calls --------------------------------------------------------------------------
+    def write_inputs(self, link: Link, sets: list[tuple]) -> list[Any]:
+        sizes = [transport.input_bytes(s) for s in sets]
+        arena = link.ensure_arena("in", sum(sizes))
+        trees, offset = [], 0
+        try:
+            for s in sets:
+                tree, offset = transport.encode_inputs(list(s), arena, offset, [])
+                trees.append(tree)
+        except transport.Unsupported as exc:
+            raise HostError(f"the problem's inputs cannot be sent to a player: {exc}") from None
+        return trees
+
+    def run_side(self, side: str, batch: Batch, timed: bool) -> None:
+        """One side's calls on the batch's inputs. Timed: from writing the inputs until the
+        judge's copies of every output are complete."""
+        link = self.links[side]
+        k, cap = len(batch.sets), self.out_capacity
+        two_phase = cap == 0
+        if not two_phase:
+            out = link.ensure_arena("out", k * cap)
+            out.data[: k * cap].fill_(CANARY)
+        self.sync()
+        if timed:
+            dist.barrier()
+        t0 = time.perf_counter_ns()
+        trees = self.write_inputs(link, batch.sets)
+        self.sync()
+        calls = [{"args": tree, "slot": None if two_phase else [i * cap, cap]} for i, tree in enumerate(trees)]
+        reply = link.request({"op": "run", "calls": calls})
+        if two_phase:
+            needed = [self._needed(side, r, batch) for r in self._outputs(reply, k)]
+            cap = transport.aligned(max(needed, default=0)) or transport.ALIGN
+            out = link.ensure_arena("out", k * cap)
+            reply = link.request({"op": "deliver", "slots": [[i * cap, cap] for i in range(k)]})
+        read = [self.read_outputs(side, r, out, i * cap, cap, batch) for i, r in enumerate(self._outputs(reply, k))]
+        self.sync()
+        batch.ns[side] = time.perf_counter_ns() - t0
+        batch.read[side] = read
+        arena_in = link.arenas["in"]
+        batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
+
+    def run_empty(self, side: str, batch: Batch) -> int:
+        """The same batch with no calls: the fixed cost of the protocol (writing the inputs,
+        two messages, reading the outputs back), which the timed batches subtract."""
+        link = self.links[side]
+        out = link.arenas["out"]
+        spans = [checks.nbytes(o) for o in batch.read["reference"]]
+        self.sync()
+        dist.barrier()
+        t0 = time.perf_counter_ns()
+        self.write_inputs(link, batch.sets)
+        self.sync()
+        link.request({"op": "run", "calls": []})
+        copies = [out.data[i * self.out_capacity : i * self.out_capacity + n].clone() for i, n in enumerate(spans)]
+        self.sync()
+        del copies
+        return time.perf_counter_ns() - t0
+
+    def _outputs(self, reply: dict, k: int) -> list:
+        outputs = reply.get("outputs")
+        if not isinstance(outputs, list) or len(outputs) != k or not all(isinstance(o, dict) for o in outputs):
+            raise Verdict("rejected", "a player answered with the wrong number of outputs")
+        return outputs
+
+    @staticmethod
+    def _needed(side: str, reply: dict, batch: Batch) -> int:
+        needed = reply.get("needed")
+        if not isinstance(needed, int) or needed < 0:
+            raise Verdict("rejected", "a player answered with an unreadable output size")
+        if side == "solution":
+            # The reference ran first: outputs much larger than its are wrong, and would only
+            # take the judge's memory.
+            largest = max(checks.nbytes(o) for o in batch.read["reference"])
+            if needed > 2 * largest + (1 << 20):
+                raise Verdict("incorrect", f"the solution's outputs take {needed} bytes, the reference's {largest}")
+        return needed
+
+    def read_outputs(self, side: str, reply: dict, arena: transport.Arena, offset: int, cap: int, batch: Batch) -> Any:
+        if "overflow" in reply:
+            if side == "reference":
+                needed = reply["overflow"]
+                batch.overflow = max(batch.overflow, needed if isinstance(needed, int) else 0)
+                return None
+            return transport.Opaque(f"outputs of {reply['overflow']} bytes, more than the reference's")
+        try:
+            views = transport.unpack_outputs(reply.get("tree"), arena, offset, cap)
+        except transport.BadOutput as exc:
+            if side == "reference":
+                raise
+            raise Verdict("rejected", f"the solution's process described its outputs falsely: {exc}") from None
+        return checks.clone_tree(views)
+
+    def check(self, batch: Batch) -> float:
+        """Every call of the solution against the reference's call on the same inputs."""
+        worst = 0.0
+        for i, pristine in enumerate(batch.sets):
+            got, expected = batch.read["solution"][i], batch.read["reference"][i]
+            sol_after, ref_after = batch.after["solution"][i], batch.after["reference"][i]
+            allowed = self.problem.mutates
+            if allowed is None:  # public-suite problems: allow what the reference itself modifies
+                allowed = tuple(j for j, (a, b) in enumerate(zip(pristine, ref_after))
+                                if checks.changed_inputs((a,), (b,), ()) is not None)
+            try:
+                message, err = checks.compare_outputs(got, expected, self.problem.tolerance_for)
+            except Exception as exc:  # noqa: BLE001 - whatever came back, the judge must not break on it
+                message, err = f"the outputs could not be compared: {type(exc).__name__}: {exc}", float("nan")
+            if message is None:
+                message = checks.changed_inputs(pristine, sol_after, allowed)
+            if message is None:
+                n_outputs = len(expected) if isinstance(expected, (tuple, list)) else 1
+                message, inplace_err = checks.compare_inplace(sol_after, ref_after, allowed, n_outputs,
+                                                              self.problem.tolerance_for)
+                err = max(err, inplace_err)
+            if message is not None:
+                call = f" (call {i + 1} of {len(batch.sets)})" if len(batch.sets) > 1 else ""
+                raise Verdict("incorrect", message + call)
+            worst = max(worst, err)
+        return worst
+
+    def pair(self, make_sets, timed: bool = False, order: tuple[str, ...] = SIDES) -> tuple[Batch, float]:
+        """Both sides on the same fresh inputs, then every output checked. When a data-dependent
+        output of the reference outgrew its slot on any rank, all ranks give the slots more room
+        and run again on new inputs (an input set is never used twice)."""
+        for _attempt in range(OVERFLOW_RETRIES + 1):
+            batch = Batch(make_sets())
+            for side in order:
+                self.guarded(self.run_side, side, batch, timed)
+            needs: list[Any] = [None] * self.world
+            dist.all_gather_object(needs, batch.overflow)
+            if not any(needs):
+                return batch, self.guarded(self.check, batch)
+            self.out_capacity = transport.aligned(int(max(needs) * OUTPUT_MARGIN))
+        raise HostError(f"the reference's outputs keep outgrowing their slots ({max(needs)} bytes)")
+
+    # -- the evaluation -------------------------------------------------------------------------
+    def evaluate_shape(self, shape: dict) -> dict:
+        dims = shape["dims"]
+        result: dict[str, Any] = {"name": shape["name"], "notes": []}
+        self.progress("checking", shape=shape["name"])
+        self.out_capacity = 0  # trials deliver in two steps and size the slots for the timed calls
+        largest = 0
+        with self.stages("correctness"):
+            worst = 0.0
+            for _ in range(self.cfg["trials"]):
+                seed = self.channel.next_seed("trial")
+                batch, err = self.pair(lambda seed=seed: [self.inputs(dims, seed["seed"], seed["shared_seed"])])
+                worst = max(worst, err)
+                largest = max(largest, checks.nbytes(batch.read["reference"][0]))
+        if self.cfg["iters"] > 0:
+            self.out_capacity = transport.aligned(int(largest * OUTPUT_MARGIN)) or transport.ALIGN
+            worst = max(worst, self.time_shape(dims, result))
+        with self.stages("digest"):
+            public = self.channel.next_seed("public")
+            self.out_capacity = 0
+            batch, err = self.pair(lambda: [self.inputs(dims, public["seed"], public["shared_seed"], portable=True)])
+            worst = max(worst, err)
+            result["digest_solution"] = checks.digest(batch.read["solution"][0])
+            result["digest_reference"] = checks.digest(batch.read["reference"][0])
+        result["max_abs_error"] = worst
+        return result
+
+    def batch_size(self, dims: dict, seed: dict) -> int:
+        """Calls per timed batch: enough to amortize the protocol's fixed cost, within memory."""
+        sample = self.inputs(dims, seed["seed"], seed["shared_seed"])
+        per_call = 5 * transport.input_bytes(list(sample)) + 4 * self.out_capacity
+        budget = BATCH_MEMORY_BYTES[self.mode] // (self.world if self.mode == "shared-gpu" else 1)
+        by_count = max(1, math.ceil(self.cfg["iters"] / MIN_TIMED_BATCHES))
+        sizes: list[Any] = [None] * self.world
+        dist.all_gather_object(sizes, max(1, min(MAX_BATCH, by_count, budget // max(1, per_call))))
+        return min(sizes)  # every rank runs the same batches
+
+    def time_shape(self, dims: dict, result: dict) -> float:
+        """Warm-up batches, then timed ones, each on fresh inputs and fully checked; the sides
+        alternate which goes first, and each timed batch is paired with an empty one that
+        measures the protocol's fixed cost."""
+        seed = self.channel.next_seed("timing")
+        counter = iter(range(1, 1 << 62))
+        k = self.batch_size(dims, seed)
+
+        def fresh_sets(n: int) -> list[tuple]:
+            sets = []
+            for _ in range(n):
+                i = next(counter)
+                sets.append(self.inputs(dims, seed["seed"] + i, seed["shared_seed"] + i))
+            self.sync()
+            return sets
+
+        worst = 0.0
+        self.progress("timing", shape=result["name"])
+        with self.stages("warmup"):
+            for b in range(math.ceil(self.cfg["warmup"] / k)):
+                _, err = self.pair(lambda: fresh_sets(k), order=SIDES if b % 2 == 0 else SIDES[::-1])
+                worst = max(worst, err)
+        samples: dict[str, list[int]] = {side: [] for side in SIDES}
+        empty: dict[str, list[int]] = {side: [] for side in SIDES}
+        with self.stages("timing"):
+            for b in range(max(1, math.ceil(self.cfg["iters"] / k))):
+                order = SIDES if b % 2 == 0 else SIDES[::-1]
+                batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
+                worst = max(worst, err)
+                for side in order:
+                    samples[side].append(batch.ns[side])
+                    empty[side].append(self.guarded(self.run_empty, side, batch))
+        # The fixed cost is the faster side's median empty batch: a player can slow its own
+        # empty batches, never speed them past the protocol's.
+        fixed = min(sorted(e)[len(e) // 2] for e in empty.values())
+        for side in SIDES:
+            result[f"{side}_us"] = [max(0, ns - fixed) / k / 1e3 for ns in samples[side]]
+        result["batch"] = {"calls": k, "batches": len(samples["solution"]), "fixed_us": fixed / 1e3}
+        return worst
+
+    def environment(self) -> dict:
+        env = {
+            "python": sys.version.split()[0],
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "mode": self.mode,
+            "world_size": self.world,
+            "hostname": os.uname().nodename,
+        }
+        try:
+            import importlib.metadata as md
+
+            env["triton"] = md.version("triton")
+        except Exception:  # noqa: BLE001
+            env["triton"] = None
+        if torch.cuda.is_available():
+            env["gpu_name"] = torch.cuda.get_device_name(self.device if self.on_gpu else 0)
+            env["gpu_count"] = torch.cuda.device_count()
+            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        return env
+
+    def report(self, verdict: Verdict | None, shapes: list | None = None) -> None:
+        if self.reported:
+            return
+        self.reported = True
+        message = {"type": "final", "rank": self.rank, "stages": self.stages.seconds, "shapes": shapes or []}
+        if verdict is None:
+            message["status"] = "correct"
+        else:
+            origin = self.rank if verdict.origin is None else verdict.origin
+            message.update(status=verdict.status, reason=verdict.reason, detail=verdict.detail[-8000:], origin=origin)
+        if self.rank == 0:
+            message["environment"] = self.environment()
+        self.channel.send(message)
+
+    def run(self) -> None:
+        self.start()
+        self.build()
+        shapes = []
+        try:
+            for shape in self.cfg["shapes"]:
+                shapes.append(self.evaluate_shape(shape))
+        except Verdict as verdict:
+            self.report(verdict, shapes)
+            return
+        self.progress("done")
+        self.report(None, shapes)
+
+    def close(self) -> None:
+        for link in self.links.values():
+            try:
+                transport.send(link.sock, {"op": "exit"})
+            except OSError:
+                pass
+
+
+def main(argv: list[str]) -> int:
+    channel = Channel(int(argv[0]), int(argv[1]))
+    judge = Judge(channel, [int(fd) for fd in argv[2:4]])
+    try:
+        if channel.config.get("selfcheck"):
+            from evaluator.selfcheck import run_rank
+
+            run_rank(judge)
+        else:
+            judge.run()
+    except Verdict as verdict:
+        judge.report(verdict)
+    except HostError as exc:
+        channel.send({"type": "infra", "rank": judge.rank, "reason": str(exc)})
+        return 3
+    except Exception as exc:  # noqa: BLE001 - the judge itself broke: the evaluator's fault
+        channel.send({"type": "infra", "rank": judge.rank,
+                      "reason": f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"})
+        return 3
+    finally:
+        judge.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)

@@ -1,0 +1,162 @@
+"""A player: the process that runs a submitted solution (or, under the same protocol, the
+reference), started as `python -m evaluator.player FD` inside the evaluation's sandbox.
+
+Everything here is in reach of the solution, which may patch or replace any of it: nothing a
+player says is trusted. The judge decides what is correct from the bytes in its arenas and how
+fast from its own clock; this side only runs calls when asked, on inputs the judge wrote, and
+copies the outputs where the judge said.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+import socket
+import sys
+import traceback
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from evaluator import transport
+
+
+class Player:
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.device = torch.device("cpu")
+        self.fn = None
+        self.arenas: dict[str, transport.Arena] = {}
+        self.groups: dict[tuple, Any] = {}
+        self.pending: list[Any] = []
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # -- operations -----------------------------------------------------------------------------
+    def op_init(self, msg: dict, fds: list[int]) -> dict:
+        if msg["device"] != "cpu":
+            self.device = torch.device(msg["device"])
+            torch.cuda.set_device(self.device)
+        kwargs = {"device_id": self.device} if msg["backend"] == "nccl" else {}
+        dist.init_process_group(msg["backend"], init_method=f"file://{msg['store']}", rank=msg["rank"],
+                                world_size=msg["world"], timeout=timedelta(seconds=msg["timeout_s"]), **kwargs)
+        return {}
+
+    def op_arena(self, msg: dict, fds: list[int]) -> dict:
+        self.arenas[msg["id"]] = transport.Arena.attach(msg["desc"], fds, self.device)
+        return {}
+
+    def op_load(self, msg: dict, fds: list[int]) -> dict:
+        from evaluator.loading import load_target
+
+        self.fn = load_target(msg["target"])
+        if msg.get("perturb"):
+            self.fn = perturbed(self.fn)
+        return {}
+
+    def op_groups(self, msg: dict, fds: list[int]) -> dict:
+        """Process groups the problem's inputs use, created in the order the judges created theirs
+        (new_group is collective: every rank creates every group)."""
+        for ranks in msg["create"]:
+            group = dist.new_group(ranks)
+            if dist.get_rank() in ranks:
+                self.groups[tuple(ranks)] = group
+        return {}
+
+    def op_run(self, msg: dict, fds: list[int]) -> dict:
+        """Calls the function once per call, on the inputs the judge wrote; copies each call's
+        outputs into its slot, or keeps them for `deliver` when the call names no slot."""
+        arena_in = self.arenas.get("in")
+        replies = []
+        self.pending = []
+        for call in msg["calls"]:
+            args = transport.decode_inputs(call["args"], arena_in, self.groups, self.device)
+            out = self.fn(*args)
+            if call.get("slot") is None:
+                self.pending.append(out)
+                replies.append({"needed": transport.output_bytes(out)})
+            else:
+                replies.append(self._pack(out, call["slot"]))
+            del args, out
+        self.sync()
+        return {"outputs": replies}
+
+    def op_deliver(self, msg: dict, fds: list[int]) -> dict:
+        replies = [self._pack(out, slot) for out, slot in zip(self.pending, msg["slots"])]
+        self.pending = []
+        self.sync()
+        return {"outputs": replies}
+
+    def _pack(self, out: Any, slot: list) -> dict:
+        offset, capacity = slot
+        try:
+            return {"tree": transport.pack_outputs(out, self.arenas["out"], offset, capacity)}
+        except transport.OutputTooLarge as exc:
+            return {"overflow": exc.needed}
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg, fds = transport.recv(self.sock, with_fds=True)
+            except EOFError:
+                return
+            op = msg.get("op")
+            if op == "exit":
+                return
+            handler = getattr(self, f"op_{op}", None)
+            try:
+                reply = {"ok": True, **handler(msg, fds)}
+            except BaseException as exc:  # noqa: BLE001 - every failure of the code it runs is reported
+                from evaluator.loading import failure_kind
+
+                reply = {"ok": False, "kind": failure_kind(exc), "reason": f"{type(exc).__name__}: {exc}",
+                         "traceback": traceback.format_exc()[-8000:]}
+            transport.send(self.sock, reply)
+
+
+def perturbed(fn):
+    """The function, with the first element of the last non-empty rank's output changed (the
+    selfcheck proves with it that the checks can fail). All ranks agree which rank that is: the
+    last rank's output may be empty for some draws, and failing there alone would make it skip
+    the reference's collectives while its peers wait in them."""
+    from evaluator import checks
+
+    def call(*inputs):
+        out = fn(*inputs)
+        counts: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(counts, checks.element_count(out))
+        holders = [rank for rank, count in enumerate(counts) if count]
+        if not holders:
+            raise ValueError("no rank's output has an element to perturb")
+        if dist.get_rank() == holders[-1]:
+            checks.perturb_(out)
+        return out
+
+    return call
+
+
+def main(argv: list[str]) -> int:
+    # On a time-out the evaluator asks for every thread's stack, written into this player's log.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    sock = socket.socket(fileno=int(argv[0]))
+    home = os.environ.get("HOME", "/tmp")
+    os.makedirs(home, exist_ok=True)
+    os.chdir(home)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    try:
+        Player(sock).serve()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    # Skip interpreter teardown: a solution's leftovers must not hang the exit.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

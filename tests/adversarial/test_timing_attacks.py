@@ -1,0 +1,80 @@
+"""Attacks on the judge's clock: skipping timed calls, slowing the reference down, faking the clocks,
+work that finishes after the call, and stalls meant to be measured away.
+
+A speed attack passes when the judge does not report `correct`, or reports a speedup within
+SPEED_MARGIN of the honest one: 1.0 where the attack's honest work is the reference's own code.
+An attack that makes an honest-but-slow solution look fast passes when the reported time includes
+what the solution provably spent (its sleeps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.results import STATUSES
+
+
+def test_the_reference_against_itself_stays_within_the_margin(adv):
+    """The control of every speed test here: the honest reference, judged as a solution, is
+    neither faster nor slower than SPEED_MARGIN x itself."""
+    doc = adv.honest("allreduce", **adv.TIMED)
+    margin = adv.SPEED_MARGIN[doc["mode"]]
+    assert 1 / margin <= adv.speedup(doc) <= margin, adv.summary(doc)
+
+
+@pytest.mark.parametrize("variant", ["count", "frames", "inspect_stack"])
+def test_skipping_timed_calls_is_caught(adv, variant):
+    settings = adv.TIMED
+    params = {"TRIALS": settings["trials"], "WARMUP": settings["warmup"], "ITERS": settings["iters"]}
+    doc = adv.judge("allreduce", "skip_when_timed", variant=variant, params=params, **settings)
+    adv.assert_not_faster(doc)
+
+
+@pytest.mark.parametrize("variant", ["sys_modules", "gc", "import_time"])
+def test_slowing_the_reference_down_does_not_raise_the_speedup(adv, variant):
+    doc = adv.judge("allreduce", "slow_reference", variant=variant, **adv.TIMED)
+    assert doc["status"] == "correct", adv.summary(doc)  # an honest solution: only its speedup is in question
+    adv.assert_not_faster(doc)
+
+
+SLOW_SOLUTION_US = 5000  # fake_timers.SLEEP_S
+
+
+@pytest.mark.parametrize(
+    "variant",
+    ["none", "perf_counter", "perf_counter_ns", "all_clocks", "module_clock", "timing_block", "statistics",
+     "results_stats", "cuda_event"],
+)
+def test_patched_clocks_do_not_hide_the_time_spent(adv, variant):
+    doc = adv.judge("allreduce", "fake_timers", variant=variant)
+    if variant == "none":
+        assert doc["status"] == "correct", adv.summary(doc)  # the control: honest and slow
+    else:
+        assert doc["status"] in ("correct", "rejected"), adv.summary(doc)
+    adv.assert_time_includes(doc, 0.8 * SLOW_SOLUTION_US)
+
+
+@pytest.mark.parametrize("variant", ["subclass", "plain", "partial", "native"])
+def test_a_gil_hogging_thread_does_not_raise_the_speedup(adv, variant):
+    doc = adv.judge("allreduce", "gil_hog", variant=variant, **adv.TIMED)
+    adv.assert_not_faster(doc)
+
+
+@pytest.mark.parametrize("variant", ["function_mode", "dispatch_mode"])
+def test_a_global_torch_mode_does_not_slow_the_reference(adv, variant):
+    doc = adv.judge("gemv_decode", "torch_mode_slowdown", variant=variant, **adv.TIMED)
+    adv.assert_not_faster(doc)
+
+
+def test_outputs_written_after_the_call_are_caught_or_timed(adv):
+    doc = adv.judge("allreduce", "late_write_thread", **adv.TIMED)
+    assert doc["status"] in STATUSES
+    adv.assert_not_faster(doc)
+
+
+def test_stalls_on_some_calls_stay_in_the_time(adv):
+    """5 ms every 7th call: any 28 consecutive calls hold 4 stalls, 714 us per call on average."""
+    settings = {**adv.TIMED, "iters": 28}
+    doc = adv.judge("grad_acc_loss", "periodic_stall", **settings)
+    assert doc["status"] == "correct", adv.summary(doc)
+    adv.assert_time_includes(doc, 0.8 * 4 * 5000 / 28)
+    adv.assert_not_faster(doc, honest_speedup=adv.speedup(adv.honest("grad_acc_loss", **settings)))

@@ -1,0 +1,359 @@
+"""The player sandbox (evaluator/isolation.py): what tiny Python players can and cannot see or do."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from evaluator import isolation
+from evaluator.isolation import HOME, PlayerSpec, SandboxSpec, SandboxUnavailable, probe, start
+from evaluator.isolation_init import descendants
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(probe() is not None, reason=f"no sandbox on this host: {probe()}")
+ENV = {"PATH": "/usr/bin:/bin", "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def player(code: str, log: Path, fds: tuple[int, ...] = (), **env: str) -> PlayerSpec:
+    return PlayerSpec([sys.executable, "-c", textwrap.dedent(code)], {**ENV, **env}, fds, log)
+
+
+def run(tmp_path: Path, codes: list[str], spec: SandboxSpec | None = None, fds=None, **env: str):
+    """Run one sandbox to its end; each player's status and the JSON it printed last."""
+    logs = [tmp_path / f"player{i}.log" for i in range(len(codes))]
+    players = [player(c, log, (fds or {}).get(i, ()), INDEX=str(i), **env) for i, (c, log) in enumerate(zip(codes, logs))]
+    with start(players, spec or SandboxSpec([], [], Path(HOME))) as sandbox:
+        assert sandbox.wait(30), "the sandbox did not finish"
+        exits = sandbox.exits()
+    outputs = []
+    for log in logs:
+        text = log.read_text()
+        try:
+            outputs.append(json.loads(text.splitlines()[-1]))
+        except (IndexError, ValueError):
+            outputs.append(text)  # a traceback, for the assertion's message
+    return exits, outputs
+
+
+def test_probe_finds_a_sandbox():
+    assert probe() is None
+
+
+def test_players_share_loopback_tmp_and_their_own_pids(tmp_path):
+    # Player 0 listens on 127.0.0.1 and announces its port in /tmp; player 1 connects. Both list /proc
+    # while the connection is open, so each sees the other.
+    server = """
+        import json, os, socket
+        s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+        open("/tmp/port.tmp", "w").write(str(s.getsockname()[1])); os.rename("/tmp/port.tmp", "/tmp/port")
+        conn, _ = s.accept()
+        conn.sendall(str(os.getpid()).encode()); peer = int(conn.recv(100))
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        conn.sendall(b"x"); conn.recv(1)
+        print(json.dumps({"pid": os.getpid(), "peer": peer, "pids": pids, "lo": socket.if_nameindex()}))
+    """
+    client = """
+        import json, os, socket, time
+        while not os.path.exists("/tmp/port"): time.sleep(0.01)
+        conn = socket.create_connection(("127.0.0.1", int(open("/tmp/port").read())))
+        peer = int(conn.recv(100)); conn.sendall(str(os.getpid()).encode())
+        conn.recv(1)
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        conn.sendall(b"x")
+        print(json.dumps({"pid": os.getpid(), "peer": peer, "pids": pids}))
+    """
+    exits, (a, b) = run(tmp_path, [server, client])
+    assert exits == {0: 0, 1: 0}
+    assert a["peer"] == b["pid"] and b["peer"] == a["pid"]
+    # Only the namespace's pid 1 and the two players: not the test, nor any other host process.
+    assert set(a["pids"]) == set(b["pids"]) == {1, a["pid"], b["pid"]}
+    assert os.getpid() not in a["pids"]
+    assert a["lo"] == [[1, "lo"]]  # no interface but loopback
+
+
+def test_no_network_outside(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    code = f"""
+        import json, socket
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=5); result = "connected"
+        except OSError as e:
+            result = type(e).__name__
+        print(json.dumps(result))
+    """
+    with listener:
+        exits, (result,) = run(tmp_path, [code])
+    assert exits == {0: 0}
+    assert result == "ConnectionRefusedError"
+
+
+def test_only_the_whitelist_is_visible(tmp_path):
+    name = f"isolation-test-{uuid.uuid4().hex}"
+    if os.access(REPO, os.W_OK):
+        (REPO / "var").mkdir(exist_ok=True)
+    hidden = [REPO / "var" / name, Path("/root") / name, tmp_path / name]
+    if os.getuid() != 0:  # /root and the repository may not be ours to write to
+        hidden = [p for p in hidden if os.access(p.parent, os.W_OK)]
+    for path in hidden:
+        path.write_text("secret")
+    code = f"""
+        import json, os
+        print(json.dumps({{
+            "hidden": [os.path.exists(p) for p in {[str(p) for p in hidden]!r}],
+            "git": os.path.exists({str(REPO / ".git")!r}),
+            "shadow": open("/etc/shadow").read() if os.path.exists("/etc/shadow") else "",
+            "sees": os.path.exists({str(REPO / "evaluator" / "isolation.py")!r}),
+            "bin": os.path.realpath("/bin/sh"),
+            "python": os.path.exists({sys.executable!r}),
+            "devices": sorted(os.listdir("/dev")),
+        }}))
+    """
+    try:
+        exits, (seen,) = run(tmp_path, [code], SandboxSpec([REPO / "evaluator"], [], Path(HOME)))
+    finally:
+        for path in hidden:
+            path.unlink()
+    assert exits == {0: 0}, seen
+    assert seen["hidden"] == [False] * len(hidden)
+    assert not seen["git"] and seen["shadow"] == ""
+    assert seen["sees"] and seen["python"]
+    assert seen["bin"] == os.path.realpath("/bin/sh")  # the /bin -> usr/bin symlink is recreated
+    assert "shm" in seen["devices"] and "null" in seen["devices"]
+    assert not any(d.startswith(("sd", "vd", "nvme", "loop", "kmsg", "mem")) for d in seen["devices"])
+
+
+def test_writes_only_where_allowed(tmp_path):
+    build, readonly = tmp_path / "build", tmp_path / "ro"
+    build.mkdir()
+    readonly.mkdir()
+    secret = f"/tmp/isolation-test-{uuid.uuid4().hex}"
+    targets = [str(build / "out"), secret, HOME + "/cache", str(readonly / "x"), "/usr/x", str(REPO / "x"),
+               "/x", "/etc/x", "/sys/x", "/proc/sys/kernel/core_pattern"]
+    code = f"""
+        import json
+        results = []
+        for path in {targets!r}:
+            try:
+                with open(path, "w") as f:
+                    f.write("written")
+                results.append("ok")
+            except OSError as e:
+                results.append(type(e).__name__)
+        print(json.dumps(results))
+    """
+    exits, (results,) = run(tmp_path, [code], SandboxSpec([readonly], [build], build))
+    assert exits == {0: 0}, results
+    assert results[:3] == ["ok", "ok", "ok"]
+    assert all(r in ("OSError", "PermissionError", "FileNotFoundError") for r in results[3:]), results
+    assert (build / "out").read_text() == "written"
+    assert not os.path.exists(secret)  # the sandbox's /tmp was its own, and is gone
+    assert not (REPO / "x").exists() and not (readonly / "x").exists()
+
+
+def test_cannot_signal_outside_nor_pid_1(tmp_path):
+    code = f"""
+        import json, os, signal
+        try:
+            os.kill({os.getpid()}, signal.SIGTERM); outside = "sent"
+        except OSError as e:
+            outside = type(e).__name__
+        os.kill(1, signal.SIGKILL)  # pid 1 of a namespace ignores signals from inside it
+        forged = []  # pid 1's fds (the status pipe) are out of reach: no forged exit report
+        for fd in os.listdir("/proc/1/fd"):
+            try:
+                os.write(os.open("/proc/1/fd/" + fd, os.O_WRONLY), b'{{"player": 0, "status": 42}}\\n')
+                forged.append(fd)
+            except OSError:
+                pass
+        print(json.dumps([outside, forged]))
+    """
+    exits, ((outside, forged),) = run(tmp_path, [code])
+    assert exits == {0: 0}
+    assert outside == "ProcessLookupError" and forged == []
+
+
+def test_no_capabilities_and_no_new_privileges(tmp_path):
+    code = """
+        import ctypes, json
+        status = dict(line.split(":\\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\\t" in line)
+        libc = ctypes.CDLL(None, use_errno=True)
+        mounted = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)
+        print(json.dumps({k: status[k].strip() for k in ("Uid", "CapEff", "CapPrm", "CapBnd", "CapInh", "NoNewPrivs")}
+                         | {"mount": mounted}))
+    """
+    exits, (status,) = run(tmp_path, [code])
+    assert exits == {0: 0}
+    assert status["Uid"].split()[0] == str(os.getuid())  # the same uid (CUDA IPC with the judge)
+    assert status["CapEff"] == status["CapPrm"] == status["CapBnd"] == status["CapInh"] == "0000000000000000"
+    assert status["NoNewPrivs"] == "1"
+    assert status["mount"] == -1
+
+
+def test_fds_arrive_at_the_same_numbers_and_only_to_their_player(tmp_path):
+    pipes = [os.pipe(), os.pipe()]
+    mine, other = pipes[0][1], pipes[1][1]
+    code = """
+        import json, os
+        mine, other = (int(x) for x in os.environ["FDS"].split(","))
+        if os.environ["INDEX"] == "1":
+            mine, other = other, mine
+        os.write(mine, b"from player " + os.environ["INDEX"].encode())
+        try:
+            os.fstat(other); leaked = True
+        except OSError:
+            leaked = False
+        print(json.dumps(leaked))
+    """
+    try:
+        exits, leaked = run(tmp_path, [code, code], fds={0: (mine,), 1: (other,)}, FDS=f"{mine},{other}")
+        for _, w in pipes:
+            os.close(w)
+        assert exits == {0: 0, 1: 0}
+        assert leaked == [False, False]
+        assert [os.read(r, 100) for r, _ in pipes] == [b"from player 0", b"from player 1"]
+    finally:
+        for r, _ in pipes:
+            os.close(r)
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_a_dead_players_socket_closes_while_the_sandbox_lives(tmp_path, isolate):
+    """Only the player holds its end: when it dies, its judge reads EOF at once, even while the
+    sandbox (another player, pid 1, unshare) goes on. A copy of the end kept anywhere else (unshare
+    used to inherit one) left the judge waiting for an answer until the time limit."""
+    ends = [socket.socketpair(), socket.socketpair()]
+    dies = "import os; os.abort()"
+    lives = "import sys, time; sys.stdin.read(); time.sleep(60)"
+    players = [player(dies, tmp_path / "dies.log", (ends[0][1].fileno(),)),
+               player(lives, tmp_path / "lives.log", (ends[1][1].fileno(),))]
+    try:
+        with start(players, SandboxSpec([], [], Path(HOME) if isolate else tmp_path, isolate=isolate)) as sandbox:
+            for _, player_end in ends:
+                player_end.close()
+            judge_end = ends[0][0]
+            judge_end.settimeout(20)
+            assert judge_end.recv(1) == b"", "the dead player's socket did not close"
+            assert sandbox.alive()
+            ends[1][0].settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                ends[1][0].recv(1)  # the living player's end stays open
+    finally:
+        for a, b in ends:
+            a.close()
+            b.close()
+
+
+def test_exit_statuses_and_signals(tmp_path):
+    codes = ["raise SystemExit(3)", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "pass"]
+    exits, _ = run(tmp_path, codes)
+    assert exits == {0: 3, 1: -signal.SIGSEGV, 2: 0}
+
+
+def test_a_player_that_cannot_start(tmp_path):
+    players = [PlayerSpec(["/nonexistent/binary"], ENV, (), tmp_path / "a.log"),
+               player("print('fine')", tmp_path / "b.log")]
+    with start(players, SandboxSpec([], [], Path(HOME))) as sandbox:
+        assert sandbox.wait(30)
+        assert sandbox.exits() == {0: 127, 1: 0}
+        assert "FileNotFoundError" in sandbox.errors[0]
+    assert (tmp_path / "b.log").read_text() == "fine\n"
+
+
+def test_a_sandbox_that_cannot_be_set_up(tmp_path, monkeypatch):
+    broken = tmp_path / "init.py"
+    broken.write_text("import sys; sys.exit('no namespaces for you')")
+    monkeypatch.setattr(isolation, "INIT", broken)
+    with pytest.raises(SandboxUnavailable, match="no namespaces for you"):
+        start([player("pass", tmp_path / "p.log")], SandboxSpec([], [], Path(HOME)))
+
+
+def test_bad_specs_are_refused(tmp_path):
+    spec_player = [player("pass", tmp_path / "p.log")]
+    with pytest.raises(FileNotFoundError):
+        start(spec_player, SandboxSpec([tmp_path / "missing"], [], Path(HOME)))
+    with pytest.raises(ValueError):
+        start(spec_player, SandboxSpec([], [Path("/tmp")], Path(HOME)))
+    with pytest.raises(ValueError):
+        start(spec_player, SandboxSpec([], [tmp_path], REPO))  # cwd neither writable nor in /tmp
+
+
+DAEMON_AND_FORKS = """
+    import os, time
+    fd = int(os.environ["FD"])
+    if os.fork() == 0:  # a daemon: double fork, new session; it holds `fd` open while it lives
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(300)
+        os._exit(0)
+    for _ in range(200):  # a bounded fork bomb: 200 sleeping children, also holding `fd`
+        if os.fork() == 0:
+            time.sleep(300)
+            os._exit(0)
+    os.write(fd, b"ready")
+    if os.environ.get("STAY"):
+        time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_kill_leaves_no_process(tmp_path, isolate):
+    r, w = os.pipe()
+    spec = SandboxSpec([], [], Path(HOME) if isolate else tmp_path, isolate=isolate)
+    sandbox = start([player(DAEMON_AND_FORKS, tmp_path / "p.log", (w,), FD=str(w), STAY="1")], spec)
+    os.close(w)
+    try:
+        assert os.read(r, 5) == b"ready", (tmp_path / "p.log").read_text()
+        assert len(descendants(sandbox.host_pid)) > 200 and sandbox.alive()
+        sandbox.kill()
+        assert not sandbox.alive() and not descendants(sandbox.host_pid)
+        os.set_blocking(r, False)
+        assert os.read(r, 1) == b""  # no process holds the pipe any more: every one of them is gone
+        sandbox.kill()  # idempotent
+        assert sandbox.exits() == {0: -signal.SIGKILL}
+    finally:
+        sandbox.kill()
+        os.close(r)
+
+
+def test_processes_left_behind_die_with_the_last_player(tmp_path):
+    r, w = os.pipe()
+    exits, _ = run(tmp_path, [DAEMON_AND_FORKS], fds={0: (w,)}, FD=str(w))
+    os.close(w)
+    try:
+        assert exits == {0: 0}
+        assert os.read(r, 5) == b"ready"
+        os.set_blocking(r, False)
+        assert os.read(r, 1) == b""  # the daemon and the 200 children are gone with the namespace
+    finally:
+        os.close(r)
+
+
+def test_not_isolated_still_has_fds_logs_and_limits(tmp_path):
+    r, w = os.pipe()
+    code = """
+        import json, os, resource
+        os.write(int(os.environ["FD"]), b"hi")
+        print(json.dumps({"cwd": os.getcwd(), "host": os.path.exists("/proc/%d" % int(os.environ["PARENT"])),
+                          "core": resource.getrlimit(resource.RLIMIT_CORE)[0],
+                          "fsize": resource.getrlimit(resource.RLIMIT_FSIZE)[0]}))
+    """
+    try:
+        exits, (seen,) = run(tmp_path, [code], SandboxSpec([], [], tmp_path, isolate=False), fds={0: (w,)},
+                             FD=str(w), PARENT=str(os.getpid()))
+        os.close(w)
+        assert exits == {0: 0}
+        assert os.read(r, 2) == b"hi"
+        assert seen == {"cwd": str(tmp_path), "host": True, "core": 0, "fsize": 4 << 30}
+    finally:
+        os.close(r)
