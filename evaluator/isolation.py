@@ -322,13 +322,13 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         pass  # it died before reading: _await_start says why
     finally:
         for fd in logs:
-            _close_quietly(fd)
+            close_quietly(fd)
     sandbox = Sandbox(proc, status_r, len(players), spec.isolate, stderr)
     sandbox._await_start()
     return sandbox
 
 
-def _close_quietly(fd: int) -> None:
+def close_quietly(fd: int) -> None:
     try:
         os.close(fd)
     except OSError:

@@ -177,6 +177,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     t0 = time.monotonic()
     ranks: list[RankProcess] = []
     boxes: dict[str, isolation.Sandbox] = {}
+    judge_fds: list[list[int]] = [[] for _ in range(req.world_size)]  # closed in `finally` if still held
     sandbox.become_subreaper()
     baseline = sandbox.descendants([os.getpid()])
     notify("starting", {})
@@ -186,7 +187,6 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
         (submission / "solution.py").write_text(req.solution_code)
         targets = {"solution": {"kind": "file", "path": str(submission / "solution.py")}, "reference": source}
         sides = {side: _side_layout(req, side, workdir, build_dirs[side], submission) for side in SIDES}
-        judge_fds: list[list[int]] = [[] for _ in range(req.world_size)]
         for side, layout in sides.items():
             players = []
             for rank in range(req.world_size):
@@ -202,7 +202,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 boxes[side] = isolation.start(players, layout["spec"])
             finally:
                 for spec in players:
-                    _close(spec.fds[0])
+                    isolation.close_quietly(spec.fds[0])
         for rank in range(req.world_size):
             control_r, control_w = os.pipe()
             result_r, result_w = os.pipe()
@@ -241,11 +241,11 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     finally:
         _stop(ranks, boxes, baseline)
         for r in ranks:
-            _close(r.result_fd)
-            _close(r.control_fd)
+            isolation.close_quietly(r.result_fd)
+            isolation.close_quietly(r.control_fd)
         for fds in judge_fds:
             for fd in fds:
-                _close(fd)
+                isolation.close_quietly(fd)
         shutil.rmtree(workdir, ignore_errors=True)
     infra = [r for r in ranks if r.infra]
     if infra:
@@ -355,13 +355,6 @@ def _read_log(r: RankProcess) -> str:
     return data.decode(errors="replace")
 
 
-def _close(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass
-
-
 def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, notify: ProgressFn) -> dict:
     """Pump messages until every rank has reported, died, or the deadline passed."""
     selector = selectors.DefaultSelector()
@@ -442,7 +435,7 @@ def _feed(r: RankProcess, selector: selectors.BaseSelector) -> None:
         r.unsent = b""
     if not r.unsent:
         selector.unregister(r.control_fd)
-        _close(r.control_fd)
+        isolation.close_quietly(r.control_fd)
         r.control_fd = -1
 
 

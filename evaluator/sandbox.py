@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import resource
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from evaluator.isolation_init import process_tree
+from evaluator.isolation_init import limit_resources, process_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,7 +27,6 @@ PASSTHROUGH = (
 # NVLink multicast stays off in every process we start (it can take a shared host's GPUs down).
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 PR_SET_CHILD_SUBREAPER = 36
-FILE_SIZE_LIMIT = 4 << 30  # bytes one rank may write into one file (builds are tens of MB)
 
 
 def _base_environment(rank: int, world_size: int, home: Path) -> dict[str, str]:
@@ -69,11 +67,6 @@ def player_environment(rank: int, world_size: int, mode: str, home: Path, build_
     return env
 
 
-def _limit_resources() -> None:
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-
-
 def spawn_rank(
     rank: int,
     world_size: int,
@@ -96,7 +89,7 @@ def spawn_rank(
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            preexec_fn=_limit_resources,
+            preexec_fn=limit_resources,  # the players' limits, for the judges too
         )
     finally:
         log.close()
