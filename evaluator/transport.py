@@ -1,5 +1,6 @@
 """What travels between a judge and its player: framed JSON messages on a Unix socket, and tensors
-in arenas of memory both map (a memfd on the CPU, CUDA IPC on a GPU).
+in arenas of memory both map (a memfd on the CPU, a CUDA allocation exported as a file
+descriptor on a GPU).
 
 The judge never unpickles or imports anything the player sends: a message is JSON of bounded
 size, and a tensor the player hands back is only an (offset, shape, dtype) inside an arena the
@@ -8,7 +9,6 @@ judge allocated, checked against the arena's bounds before the judge builds a vi
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import importlib
 import json
@@ -86,20 +86,51 @@ def recv(sock: socket.socket, with_fds: bool = False) -> tuple[dict, list[int]]:
 
 
 # -- arenas ---------------------------------------------------------------------------------------
+# CUDA's virtual-memory API: a GPU arena is exported as a POSIX file descriptor and handed over
+# with SCM_RIGHTS like a memfd. Legacy IPC handles (cuIpcGetMemHandle) are refused across pid
+# namespaces (cuIpcOpenMemHandle: CUDA_ERROR_INVALID_VALUE), and every player runs in its own.
+_POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+_PINNED = 1  # CU_MEM_ALLOCATION_TYPE_PINNED
+_ON_DEVICE = 1  # CU_MEM_LOCATION_TYPE_DEVICE
+_READ_WRITE = 3  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
+
+class _Location(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocationProp(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requested_handle_types", ctypes.c_int), ("location", _Location),
+                ("win32_metadata", ctypes.c_void_p), ("alloc_flags", ctypes.c_uint8 * 8)]
+
+
+class _AccessDesc(ctypes.Structure):
+    _fields_ = [("location", _Location), ("flags", ctypes.c_int)]
+
+
 def _libcuda():
     lib = ctypes.CDLL("libcuda.so.1")
-    for name in ("cuMemAlloc_v2", "cuIpcGetMemHandle", "cuCtxGetCurrent"):
+    for name in ("cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemMap", "cuMemSetAccess",
+                 "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle",
+                 "cuMemGetAllocationGranularity"):
         getattr(lib, name).restype = ctypes.c_int
     return lib
-
-
-class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * 64)]
 
 
 def _check(code: int, what: str) -> None:
     if code != 0:
         raise RuntimeError(f"{what} failed with CUDA driver error {code}")
+
+
+def _map(lib, handle: ctypes.c_uint64, nbytes: int, device: torch.device) -> int:
+    """Map an allocation into this process's address space, readable and writable from `device`."""
+    ptr = ctypes.c_uint64()
+    _check(lib.cuMemAddressReserve(ctypes.byref(ptr), ctypes.c_size_t(nbytes), ctypes.c_size_t(0),
+                                   ctypes.c_uint64(0), ctypes.c_uint64(0)), "cuMemAddressReserve")
+    _check(lib.cuMemMap(ptr, ctypes.c_size_t(nbytes), ctypes.c_size_t(0), handle, ctypes.c_uint64(0)), "cuMemMap")
+    access = _AccessDesc(_Location(_ON_DEVICE, device.index or 0), _READ_WRITE)
+    _check(lib.cuMemSetAccess(ptr, ctypes.c_size_t(nbytes), ctypes.byref(access), ctypes.c_size_t(1)), "cuMemSetAccess")
+    return ptr.value
 
 
 class _DeviceView:
@@ -111,12 +142,14 @@ class _DeviceView:
 
 class Arena:
     """A block of bytes on `device` that a judge and a player both see. The judge creates it
-    (`create`) and sends `export()` to the player, which maps it (`attach`)."""
+    (`create`) and sends `export()` to the player, which maps it (`attach`). Either way the
+    player receives one file descriptor for exactly this block."""
 
-    def __init__(self, data: torch.Tensor, keep: Any = None):
+    def __init__(self, data: torch.Tensor, fd: int, keep: Any = None):
         self.data = data  # uint8, 1-D
         self.nbytes = data.numel()
-        self._keep = keep  # what must outlive `data` (the mmap, the IPC mapping)
+        self.fd = fd  # what the player maps; kept open in the judge for the arena's life
+        self._keep = keep  # what must outlive `data` (the mmap, the device mapping)
 
     @classmethod
     def create(cls, nbytes: int, device: torch.device) -> Arena:
@@ -125,46 +158,54 @@ class Arena:
             fd = os.memfd_create("pkb-arena", os.MFD_CLOEXEC)
             os.ftruncate(fd, nbytes)
             mem = mmap.mmap(fd, nbytes)
-            arena = cls(torch.frombuffer(mem, dtype=torch.uint8), keep=mem)
-            arena.fd = fd
-            return arena
+            return cls(torch.frombuffer(mem, dtype=torch.uint8), fd, keep=mem)
         # A dedicated allocation, never the caching allocator's: a player that maps it reaches
         # this block only, never a neighbour in a shared segment, and it is never freed while the
         # judge lives (freed memory would be reused for what the judge keeps to itself).
         torch.empty(1, device=device)  # the device's primary context, current on this thread
         lib = _libcuda()
-        ptr = ctypes.c_uint64()
-        _check(lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)), "cuMemAlloc")
-        view = _DeviceView(ptr.value, nbytes)
-        arena = cls(torch.as_tensor(view, device=device), keep=view)
-        arena.ptr = ptr.value
-        return arena
+        prop = _AllocationProp(_PINNED, _POSIX_FD, _Location(_ON_DEVICE, device.index or 0))
+        granularity = ctypes.c_size_t()
+        _check(lib.cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(prop), 0),
+               "cuMemGetAllocationGranularity")
+        nbytes = -(-nbytes // granularity.value) * granularity.value
+        handle = ctypes.c_uint64()
+        _check(lib.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(nbytes), ctypes.byref(prop), ctypes.c_uint64(0)),
+               "cuMemCreate")
+        fd = ctypes.c_int(-1)
+        _check(lib.cuMemExportToShareableHandle(ctypes.byref(fd), handle, _POSIX_FD, ctypes.c_uint64(0)),
+               "cuMemExportToShareableHandle")
+        os.set_inheritable(fd.value, False)
+        ptr = _map(lib, handle, nbytes, device)
+        view = _DeviceView(ptr, nbytes)
+        return cls(torch.as_tensor(view, device=device), fd.value, keep=(view, handle))
 
     def export(self) -> tuple[dict, tuple[int, ...]]:
-        if self.data.device.type == "cpu":
-            return {"kind": "memfd", "nbytes": self.nbytes}, (self.fd,)
-        handle = _IpcHandle()
-        _check(_libcuda().cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(self.ptr)), "cuIpcGetMemHandle")
-        return {"kind": "cuda_ipc", "nbytes": self.nbytes, "handle": base64.b64encode(bytes(handle.reserved)).decode()}, ()
+        kind = "memfd" if self.data.device.type == "cpu" else "cuda_fd"
+        return {"kind": kind, "nbytes": self.nbytes}, (self.fd,)
 
     @classmethod
     def attach(cls, desc: dict, fds: list[int], device: torch.device) -> Arena:
         nbytes = int(desc["nbytes"])
+        if len(fds) != 1 or desc.get("kind") not in ("memfd", "cuda_fd"):
+            raise ValueError(f"an arena comes as one file descriptor of a known kind, got {desc!r} with {len(fds)}")
+        fd = fds[0]
         if desc["kind"] == "memfd":
-            mem = mmap.mmap(fds[0], nbytes)
-            os.close(fds[0])
-            return cls(torch.frombuffer(mem, dtype=torch.uint8), keep=mem)
+            mem = mmap.mmap(fd, nbytes)
+            os.close(fd)
+            return cls(torch.frombuffer(mem, dtype=torch.uint8), -1, keep=mem)
         lib = _libcuda()
         torch.empty(1, device=device)  # the device's primary context, current on this thread
-        handle = _IpcHandle()
-        handle.reserved = base64.b64decode(desc["handle"])
-        opened = ctypes.c_uint64()
-        open_fn = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
-        open_fn.restype = ctypes.c_int
-        # 1 = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS (the judge's arena may sit on another GPU)
-        _check(open_fn(ctypes.byref(opened), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
-        view = _DeviceView(opened.value, nbytes)
-        return cls(torch.as_tensor(view, device=device), keep=(view, opened.value))
+        handle = ctypes.c_uint64()
+        try:
+            _check(lib.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD),
+                   "cuMemImportFromShareableHandle")
+        finally:
+            os.close(fd)
+        ptr = _map(lib, handle, nbytes, device)
+        _check(lib.cuMemRelease(handle), "cuMemRelease")  # the mapping keeps the memory alive
+        view = _DeviceView(ptr, nbytes)
+        return cls(torch.as_tensor(view, device=device), -1, keep=view)
 
     def view(self, offset: int, shape: list[int], dtype: torch.dtype, stride: list[int] | None = None) -> torch.Tensor:
         """The tensor at `offset`. Raises ValueError when it would reach outside the arena."""

@@ -37,6 +37,8 @@ FAST = {"warmup": 2, "iters": 8, "trials": 2, "timeout_s": 60}
 # The mode the attacks written for cpu mode run in: on a GPU host, `PKB_ADVERSARIAL_MODE=shared-gpu`
 # runs the whole suite with its ranks on one GPU (and `gpu` where it has a GPU per rank).
 DEFAULT_MODE = os.environ.get("PKB_ADVERSARIAL_MODE", "cpu")
+# Ranks per evaluation: `gpu` mode on a host with one GPU runs the suite with PKB_ADVERSARIAL_WORLD=1.
+DEFAULT_WORLD = int(os.environ.get("PKB_ADVERSARIAL_WORLD", "2"))
 # For attacks judged by their speedup: more timed calls.
 TIMED = {"warmup": 4, "iters": 32, "trials": 2, "timeout_s": 90}
 # How far an attack's speedup may stray from the honest one, per mode: 1.5x in gpu mode (NCCL).
@@ -111,7 +113,7 @@ def leftovers() -> set[int]:
     return left
 
 
-def judge_code(problem: str, code: str, *, world_size: int = 2, mode: str = DEFAULT_MODE, shapes: list[str] | None = None,
+def judge_code(problem: str, code: str, *, world_size: int = DEFAULT_WORLD, mode: str = DEFAULT_MODE, shapes: list[str] | None = None,
                **overrides: Any) -> dict:
     """Evaluate `code` through the public API with FAST settings (overridable) on the problem's
     smallest shape. Fails the test if any process is left behind, after killing those by pid. The
