@@ -86,6 +86,20 @@ def digest(value: Any) -> str:
     return h.hexdigest()
 
 
+def allowed_error(expected: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """Per element, the largest |got - expected| that `tol` admits (float64; 0 where `expected` is
+    not finite, which must then be matched exactly). `tol` must be resolved for a world size."""
+    if tol.atol_by_world_size:
+        raise ValueError("tolerance not resolved for a world size: use Tolerance.at(world_size)")
+    e = expected.detach().double()
+    finite = torch.isfinite(e)
+    atol = tol.atol
+    if tol.atol_unit == "rms":
+        values = e[finite]
+        atol *= float(values.square().mean().sqrt()) if values.numel() else 0.0
+    return (atol + tol.rtol * e.abs()).where(finite, torch.zeros_like(e))
+
+
 def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> tuple[str | None, float]:
     if type(got) is not torch.Tensor:  # noqa: E721 - subclasses (lazy or lying tensors) are refused
         what = getattr(got, "what", None) or f"{type(got).__module__}.{type(got).__qualname__}"
@@ -121,7 +135,7 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
             return f"{where}: differs from the reference at its non-finite positions", float("inf")
     finite = ~e_bad
     err = (g - e).abs().where(finite, torch.zeros_like(g))
-    excess = err - (tol.atol + tol.rtol * e.abs()).where(finite, torch.zeros_like(e))
+    excess = err - allowed_error(e, tol)
     max_err = float(err.max())
     if bool((excess > 0).any()):
         idx = int(excess.reshape(-1).argmax())
@@ -177,7 +191,8 @@ def _compare_leaf(got: Any, exp: Any, tol: Tolerance, where: str) -> tuple[str |
             worst = max(worst, err)
         return None, worst
     if isinstance(exp, float) and not isinstance(exp, bool):
-        if type(got) not in (int, float) or abs(got - exp) > tol.atol + tol.rtol * abs(exp):
+        allowed = float(allowed_error(torch.tensor(exp, dtype=torch.float64), tol))
+        if type(got) not in (int, float) or not abs(got - exp) <= allowed:
             return f"{where}: got {got!r}, expected {exp!r}", float("nan")
         return None, abs(got - exp)
     if type(got) is not type(exp) or got != exp:

@@ -33,7 +33,7 @@ import torch.distributed as dist
 from evaluator import checks, transport
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.results import SIDES
-from tasks.spec import InputContext
+from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
 # it reads back. On a GPU shared by every rank (shared-gpu), each rank gets a part.
@@ -402,6 +402,9 @@ class Judge:
             raise Verdict("rejected", f"the solution's process described its outputs falsely: {exc}") from None
         return checks.clone_tree(views)
 
+    def tolerance_for(self, output_index: int) -> Tolerance:
+        return self.problem.tolerance_for(output_index, self.world)
+
     def check(self, batch: Batch) -> float:
         """Every call of the solution against the reference's call on the same inputs."""
         worst = 0.0
@@ -413,7 +416,7 @@ class Judge:
                 allowed = tuple(j for j, (a, b) in enumerate(zip(pristine, ref_after))
                                 if checks.changed_inputs((a,), (b,), ()) is not None)
             try:
-                message, err = checks.compare_outputs(got, expected, self.problem.tolerance_for)
+                message, err = checks.compare_outputs(got, expected, self.tolerance_for)
             except Exception as exc:  # noqa: BLE001 - whatever came back, the judge must not break on it
                 message, err = f"the outputs could not be compared: {type(exc).__name__}: {exc}", float("nan")
             if message is None:
@@ -421,7 +424,7 @@ class Judge:
             if message is None:
                 n_outputs = len(expected) if isinstance(expected, (tuple, list)) else 1
                 message, inplace_err = checks.compare_inplace(sol_after, ref_after, allowed, n_outputs,
-                                                              self.problem.tolerance_for)
+                                                              self.tolerance_for)
                 err = max(err, inplace_err)
             if message is not None:
                 call = f" (call {i + 1} of {len(batch.sets)})" if len(batch.sets) > 1 else ""

@@ -27,7 +27,8 @@ class LoadedProblem:
     dtype: torch.dtype
     make_inputs: Callable[[InputContext], tuple]
     reference: Callable[..., Any]
-    tolerance_for: Callable[[int], Tolerance]
+    # (output index, world size) -> the tolerance in force
+    tolerance_for: Callable[[int, int], Tolerance]
     # Inputs the solution may modify; None means "whatever the reference itself modifies".
     mutates: tuple[int, ...] | None
     # Judged bit for bit: its output digests are compared across hardware.
@@ -91,7 +92,7 @@ def _load_pkb(root: Path, problem_id: int, dtype: str) -> LoadedProblem:
         dtype=torch_dtype,
         make_inputs=make_inputs,
         reference=reference.solution,
-        tolerance_for=lambda _i: PKB_TOLERANCE,
+        tolerance_for=lambda _i, _w: PKB_TOLERANCE,
         mutates=None,
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,19 +22,67 @@ UNITS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32")
 DTYPES = ("bfloat16", "float16", "float32", "float64")
 
 
+ATOL_UNITS = ("absolute", "rms")
+# The largest rtol a tolerance may have without declaring a relaxation: four rounding steps of
+# the dtype at the bottom of a binade (bf16 keeps 8 significant bits: one step is 2^-7 relative).
+RTOL_LIMIT = {"bfloat16": 2.0**-5, "float16": 2.0**-8, "float32": 2.0**-21, "float64": 2.0**-50}
+
+
 @dataclass(frozen=True)
 class Tolerance:
-    """How one output is compared with the reference's."""
+    """How one output is compared with the reference's: |got - expected| <= atol + rtol * |expected|
+    element by element, or equal bits.
+
+    atol_unit "rms": atol is a fraction of the reference output's root mean square (per tensor,
+    over its finite elements), for outputs whose honest error follows their overall magnitude
+    (sums whose cancellation leaves single elements near zero) rather than each element's.
+    atol_by_world_size: where honest error grows with the number of ranks whose values are summed,
+    ((W_1, atol_1), (W_2, atol_2), ...) with increasing W_i: at world size W, the atol of the
+    smallest W_i >= W (`at` resolves it; the problem's world sizes must not exceed the last W_i).
+    relaxation: why the tolerance admits more than a few rounding steps of the problem's dtype
+    (rtol above RTOL_LIMIT): the problem's own contract computes in a lower precision (fp8 codes)
+    or amplifies its rounding. A problem that needs none leaves it empty, and then lower-precision
+    communication or arithmetic than its dtype fails."""
 
     atol: float = 1e-2
     rtol: float = 1e-2
     bitwise: bool = False
     reason: str = ""
+    atol_unit: str = "absolute"
+    atol_by_world_size: tuple[tuple[int, float], ...] = ()
+    relaxation: str = ""
+
+    def __post_init__(self) -> None:
+        if self.atol_unit not in ATOL_UNITS:
+            raise ValueError(f"atol_unit must be one of {ATOL_UNITS}, got {self.atol_unit!r}")
+        values = [("atol", self.atol), ("rtol", self.rtol)] + [(f"atol at W={w}", a) for w, a in self.atol_by_world_size]
+        for name, value in values:
+            if value < 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be finite and >= 0, got {value}")
+        sizes = [w for w, _ in self.atol_by_world_size]
+        if sizes != sorted(set(sizes)) or (sizes and sizes[0] < 1):
+            raise ValueError(f"atol_by_world_size needs increasing world sizes >= 1, got {sizes}")
+
+    def at(self, world_size: int) -> Tolerance:
+        """This tolerance at `world_size` ranks: the per-rank growth folded into atol."""
+        if world_size < 1:
+            raise ValueError(f"world size must be >= 1, got {world_size}")
+        if not self.atol_by_world_size:
+            return self
+        for w, atol in self.atol_by_world_size:
+            if world_size <= w:
+                return replace(self, atol=atol, atol_by_world_size=())
+        raise ValueError(f"no atol for world size {world_size}: the tolerance lists up to {self.atol_by_world_size[-1][0]}")
 
     def describe(self) -> str:
         if self.bitwise:
             return "bitwise"
-        return f"atol={self.atol:g}, rtol={self.rtol:g}"
+        atol = f"{self.atol:g}"
+        if self.atol_by_world_size:
+            atol = "(" + ", ".join(f"W<={w}: {a:g}" for w, a in self.atol_by_world_size) + ")"
+        if self.atol_unit == "rms":
+            atol += " x rms"
+        return f"atol={atol}, rtol={self.rtol:g}"
 
 
 BITWISE = Tolerance(atol=0.0, rtol=0.0, bitwise=True, reason="pure data movement: outputs are exact")
@@ -116,6 +164,13 @@ class Problem:
             raise ValueError(f"{self.id}: exactly one shape must be the default")
         if len({s.name for s in self.shapes}) != len(self.shapes):
             raise ValueError(f"{self.id}: shape names must be unique")
+        tols = (self.tolerance,) if isinstance(self.tolerance, Tolerance) else self.tolerance
+        for i, tol in enumerate(tols):
+            if tol.atol_by_world_size and max(self.world_sizes) > tol.atol_by_world_size[-1][0]:
+                raise ValueError(f"{self.id}: tolerance {i} lists no atol for world size {max(self.world_sizes)}")
+            if not tol.bitwise and tol.rtol > RTOL_LIMIT[self.dtype] and not tol.relaxation:
+                raise ValueError(f"{self.id}: tolerance {i} (rtol {tol.rtol:g}) is looser than "
+                                 f"{RTOL_LIMIT[self.dtype]:g} for {self.dtype} and declares no relaxation")
 
     @property
     def default_shape(self) -> Shape:
@@ -127,10 +182,11 @@ class Problem:
                 return s
         raise KeyError(f"{self.id}: no shape {name!r}; known: {[s.name for s in self.shapes]}")
 
-    def tolerance_for(self, output_index: int) -> Tolerance:
-        if isinstance(self.tolerance, Tolerance):
-            return self.tolerance
-        return self.tolerance[min(output_index, len(self.tolerance) - 1)]
+    def tolerance_for(self, output_index: int, world_size: int) -> Tolerance:
+        """Output `output_index`'s tolerance at `world_size` ranks (in-place inputs follow the
+        outputs: index n_outputs + j for the j-th)."""
+        tol = self.tolerance if isinstance(self.tolerance, Tolerance) else self.tolerance[min(output_index, len(self.tolerance) - 1)]
+        return tol.at(world_size)
 
     @property
     def bitwise(self) -> bool:

@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 import tasks
+from evaluator import checks
 from tasks.spec import BITWISE, LEVELS, PARALLELISM, InputContext, Tolerance
 
 COLLECTIVES = ("allreduce", "allgather", "broadcast", "reduce", "scatter", "gather", "reducescatter", "alltoall")
@@ -551,11 +552,11 @@ def _run_references(rank: int, world: int, store: str, out_dir: str) -> None:
 
 
 def _within(got: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> bool:
-    """The evaluator's rule: |got - expected| <= atol + rtol * |expected|, or equal bits."""
+    """The evaluator's rule: |got - expected| <= the tolerance's allowed error, or equal bits."""
     if tol.bitwise:
         return torch.equal(got.view(torch.uint8), expected.to(got.dtype).view(torch.uint8))
     diff = (got.double() - expected.double()).abs()
-    return bool((diff <= tol.atol + tol.rtol * expected.double().abs()).all())
+    return bool((diff <= checks.allowed_error(expected, tol)).all())
 
 
 @pytest.fixture(scope="module", params=[2, 4])
@@ -588,7 +589,7 @@ def test_reference_matches_float64_simulation(pid, reference_runs):
         assert tuple(o.dtype for o in got) == OUTPUT_DTYPES[pid]
         for j, (g, e) in enumerate(zip(got, exact[rank], strict=True)):
             assert g.shape == e.shape, f"rank {rank} output {j}: shape {tuple(g.shape)} != {tuple(e.shape)}"
-            assert _within(g, e, problem.tolerance_for(j)), f"rank {rank} output {j} outside the tolerance"
+            assert _within(g, e, problem.tolerance_for(j, world)), f"rank {rank} output {j} outside the tolerance"
 
 
 def test_dropping_one_rank_is_outside_the_tolerance(reference_runs):
@@ -613,7 +614,7 @@ def test_dropping_one_rank_is_outside_the_tolerance(reference_runs):
         wrong = SIMS[pid](as_float64(ins[:-1]) + last, world)
         rank = ins[0][1] if pid == "reduce" else 0
         reference = outs[rank] if torch.is_tensor(outs[rank]) else outs[rank][0]
-        assert not _within(wrong[rank][0], reference, tasks.get(pid).tolerance_for(0)), pid
+        assert not _within(wrong[rank][0], reference, tasks.get(pid).tolerance_for(0, world)), pid
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 import tasks
+from evaluator import checks
 from tasks.spec import LEVELS, PARALLELISM, UNITS, InputContext
 
 # id -> the public suite's numeric id
@@ -630,8 +631,8 @@ def test_ulysses_attention_matches_single_device_attention():
     attn = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
     expected = F.linear(attn.transpose(1, 2).reshape(b, length, -1), w_o)
     got = torch.cat([r.outputs[0] for r in ranks], dim=1).double()
-    tol = tasks.get(pid).tolerance_for(0)
-    assert torch.allclose(got, expected, atol=tol.atol, rtol=tol.rtol)
+    tol = tasks.get(pid).tolerance_for(0, 4)
+    assert bool(((got - expected).abs() <= checks.allowed_error(expected, tol)).all())
 
 
 # --------------------------------------------------------------------------- training and optimizers

@@ -80,6 +80,8 @@ PROBLEM = Problem(
             rtol=1e-1,
             reason="per-token loss: exp() of a bf16 log-probability carries up to 5% error (bf16 reference vs "
             "fp64 needs atol 9e-4 at rtol 5e-2, default shape W=2); 2x margin",
+            relaxation="exp() of a bf16 log-probability multiplies its rounding error (up to 0.06 absolute "
+            "near -10) into the loss: the contract's own bf16 log-probabilities, not a lower precision",
         ),
         Tolerance(
             atol=2e-2,
