@@ -91,7 +91,7 @@ def judge(worker, args, world: int, proc: subprocess.Popen, log_path: Path) -> i
     from celery import Celery
     from kombu import Connection, Consumer
 
-    from evaluator.results import validate
+    from evaluator.results import Result
 
     app = Celery("pkb-e2e", set_as_current=False, fixups=[])
     app.conf.update(worker.common_settings(worker.broker_url()))
@@ -117,7 +117,8 @@ def judge(worker, args, world: int, proc: subprocess.Popen, log_path: Path) -> i
         elif name == worker.HEARTBEAT:
             print(f"{stamp}  heartbeat")
         elif name == worker.STORE_RESULT:
-            outcome["doc"] = validate(task_args[2])
+            Result.from_dict(task_args[2])
+            outcome["doc"] = task_args[2]
         elif name in (worker.REPORT_FAILURE, worker.REDELIVERED):
             outcome["failure"] = f"{name}: {task_args[2:]}"
 

@@ -33,7 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
 
 PROBLEMS, MODELS, SAMPLES = 50, 20, 50  # x 2 hardware = 100,000 evaluations
-STATUSES = ("compile_error", "runtime_error", "incorrect", "timeout")
 
 
 def setup_django(database_url: str) -> None:
@@ -69,7 +68,7 @@ def seed(rng: random.Random) -> dict:
     from django.db import connection
     from django.utils import timezone
 
-    from evaluator import RESULT_SCHEMA
+    from evaluator.results import SCHEMA, FailureKind, Status
     from submissions.models import Evaluation, Hardware, Problem, Submission
     from submissions.sync import hardware_from_profile, sync_problems
 
@@ -99,6 +98,7 @@ def seed(rng: random.Random) -> dict:
     User = get_user_model()
     owners = User.objects.bulk_create([User(username=f"user{i}") for i in range(40)])
     models = [f"model-{i:02d}" for i in range(MODELS)]
+    failures = [kind for kind in FailureKind if kind is not FailureKind.REJECTED]  # admins' business
     skill = {m: 0.15 + 0.6 * i / MODELS for i, m in enumerate(models)}  # probability of a correct sample
     start = timezone.now() - timedelta(days=30)
     subs = []
@@ -124,12 +124,12 @@ def seed(rng: random.Random) -> dict:
     for sub in subs:
         for hw in (cpu, h200):
             correct = rng.random() < skill[sub.model_tag]
-            status = "correct" if correct else rng.choice(STATUSES)
+            status = Status.CORRECT if correct else rng.choice(failures)
             speedup = rng.lognormvariate(-0.1, 0.6) if correct else None
             utilization = min(1.0, rng.betavariate(2, 5)) if correct else None
             doc = {
-                "schema": RESULT_SCHEMA,
-                "status": status,
+                "schema": SCHEMA,
+                "status": status.value,
                 "reason": "" if correct else f"{status} on rank 0",
                 "problem": sub.problem.slug,
                 "mode": hw.mode,
@@ -154,7 +154,7 @@ def seed(rng: random.Random) -> dict:
                     mode=hw.mode,
                     state="done",
                     stage="done",
-                    status=status,
+                    status=status.value,
                     result=doc,
                     correct=correct,
                     speedup=speedup,

@@ -2,5 +2,3 @@
 
 Importing the package is cheap and torch-free; torch is loaded only in rank processes.
 """
-
-RESULT_SCHEMA = "pkb.result/1"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 import subprocess
 from datetime import datetime, timezone
-from typing import Any
 
-from evaluator import RESULT_SCHEMA, results
+from evaluator import results
+from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Side, StageTime, Status
 from evaluator.roofline import profile, profiles, roofline
 
 GPU_PROFILES = {"H200": "h200", "H100": "h100", "B200": "b200"}
@@ -44,19 +44,19 @@ def _log_tail(ranks) -> str:
     return "\n".join(parts)
 
 
-def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
+def _status(ranks, outcome) -> tuple[Status, str, int | None, str]:
     """(status, reason, failing rank, detail) from every rank's report and exit."""
     from evaluator.launch import exit_description
 
     if outcome["tampered"]:
-        return "rejected", outcome["tampered"], None, ""
+        return Status.REJECTED, outcome["tampered"], None, ""
     # A rank that died without reporting comes first: its peers' errors are consequences.
     crashed = [r for r in ranks if r.final is None and r.exit_code is not None]
     if crashed:
         r = crashed[0]
-        return "runtime_error", f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
+        return Status.RUNTIME_ERROR, f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
     finals = [r for r in ranks if r.final]
-    failing = [r.final for r in finals if r.final.get("status") != "correct"]
+    failing = [r.final for r in finals if r.final.get("status") != Status.CORRECT]
     if failing:
         # A player that died comes first: its peers' errors (a collective that lost a member) are
         # consequences.
@@ -65,12 +65,12 @@ def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
         origin = first.get("origin", first["rank"])
         reason = first.get("reason", "")
         if "process ended without answering" in reason:
-            side = "reference" if reason.startswith("the reference") else "solution"
+            side = Side.REFERENCE if reason.startswith("the reference") else Side.SOLUTION
             code = outcome.get("players", {}).get(side, {}).get(origin)
             if code is not None:
                 how = exit_description(code)
                 reason += f"; it was {how}" if how.startswith("killed") else f"; it {how}"
-        return first["status"], f"rank {origin}: {reason}", origin, first.get("detail", "")
+        return Status(first["status"]), f"rank {origin}: {reason}", origin, first.get("detail", "")
     missing = [r for r in ranks if r.final is None]
     if missing:
         stuck = ", ".join(f"rank {r.rank}" for r in missing)
@@ -78,73 +78,72 @@ def _status(ranks, outcome) -> tuple[str, str, int | None, str]:
             f"time limit reached; {stuck} did not finish (last stage: {missing[0].last_stage}): "
             "too slow for the limit, or a hang or deadlock"
         )
-        return "timeout", reason, missing[0].rank, ""
-    return "correct", "", None, ""
+        return Status.TIMEOUT, reason, missing[0].rank, ""
+    return Status.CORRECT, "", None, ""
 
 
-def _shape_entry(shape: dict, ranks, status: str, spec, req, hw_key: str | None, meaningful: bool) -> dict:
+def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
     reports = []
     for r in ranks:
         rows = [s for s in (r.final or {}).get("shapes", []) if s.get("name") == shape["name"]]
         reports.append(rows[0] if rows else None)
     complete = all(reports)
-    entry: dict[str, Any] = {
-        "name": shape["name"], "dims": shape["dims"], "default": bool(shape.get("default")),
-        "correct": True if complete else (False if status == "incorrect" else None),
-        "max_abs_error": max((s["max_abs_error"] for s in reports if s), default=None),
-        "solution": None, "reference": None, "speedup": None, "roofline": None, "digests": None,
-        "notes": sorted({n for s in reports if s for n in s.get("notes", [])}),
-    }
+    solution = reference = speedup = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
         calls = reports[0].get("batch", {}).get("calls", 1)
-        entry["solution"] = results.timing([s["solution_us"] for s in reports], calls)
-        entry["reference"] = results.timing([s["reference_us"] for s in reports], calls)
-        entry["speedup"] = entry["reference"]["time_us"] / entry["solution"]["time_us"] if entry["solution"]["time_us"] > 0 else None
+        solution = results.timing([s["solution_us"] for s in reports], calls)
+        reference = results.timing([s["reference_us"] for s in reports], calls)
+        speedup = reference.time_us / solution.time_us if solution.time_us > 0 else None
     if complete:
-        entry["digests"] = {
-            "solution": [s["digest_solution"] for s in reports],
-            "reference": [s["digest_reference"] for s in reports],
-        }
+        digests = Digests(solution=[s["digest_solution"] for s in reports],
+                          reference=[s["digest_reference"] for s in reports])
     if spec is not None and hw_key in profiles():
-        roof = roofline(spec.phases(shape["dims"], req.world_size), profile(hw_key)).as_dict()
-        solution_us = (entry["solution"] or {}).get("time_us")
-        roof["utilization"] = roof["t_roof_us"] / solution_us if meaningful and solution_us else None
-        entry["roofline"] = roof
-    return entry
+        model = roofline(spec.phases(shape["dims"], req.world_size), profile(hw_key))
+        roof = model.result(solution.time_us if meaningful and solution else None)
+    return ShapeResult(
+        name=shape["name"], dims=shape["dims"], default=bool(shape.get("default")),
+        correct=True if complete else (False if status == Status.INCORRECT else None),
+        max_abs_error=max((s["max_abs_error"] for s in reports if s), default=None),
+        solution=solution, reference=reference, speedup=speedup, roofline=roof, digests=digests,
+        notes=sorted({n for s in reports if s for n in s.get("notes", [])}),
+    )
 
 
 def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: float) -> dict:
+    """The result document, as JSON, checked the way the platform will check it."""
     status, reason, failing_rank, detail = _status(ranks, outcome)
     environment = dict((ranks[0].final or {}).get("environment") or {})
-    meaningful = req.mode == "gpu"
-    if req.mode != "cpu":
+    mode = Mode(req.mode)
+    if mode != Mode.CPU:
         environment["driver"] = driver_version()
     environment["sandboxed"] = req.sandboxed
     hw_key = req.hardware or detect_profile(environment.get("gpu_name"))
-    shape_entries = [_shape_entry(s, ranks, status, spec, req, hw_key, meaningful) for s in shapes]
-    stages = {"startup": outcome["startup_s"]}  # spawn to ready; includes "init"
+    shape_entries = [_shape_entry(s, ranks, status, spec, req, hw_key, mode.timings_meaningful) for s in shapes]
+    stages = {StageTime.STARTUP: outcome["startup_s"]}  # spawn to ready; includes "init"
     stages.update((ranks[0].final or {}).get("stages", {}))
-    stages["total"] = wall_s
+    stages[StageTime.TOTAL] = wall_s
     log = _log_tail(ranks)
     if detail:
         log = f"{detail.rstrip()}\n{log}" if not log else f"{log}\n== failure ==\n{detail.rstrip()}"
-    doc = {
-        "schema": RESULT_SCHEMA,
-        "status": status,
-        "reason": re.sub(r"\s+", " ", reason).strip()[:2000],
-        "failing_rank": failing_rank,
-        "problem": spec.id if spec else str(req.problem),
-        "mode": req.mode,
-        "world_size": req.world_size,
-        "hardware": hw_key,
-        "timings_meaningful": meaningful,
-        "settings": {"warmup": req.warmup, "iters": req.iters, "trials": req.trials, "timeout_s": req.timeout_s},
-        "shapes": shape_entries,
-        "summary": results.summarize(shape_entries, status),
-        "stages": stages,
-        "environment": environment,
-        "log_tail": results.tail(log),
-        "started_at": _iso(started_at),
-        "finished_at": _iso(started_at + wall_s),
-    }
-    return results.validate(doc)
+    result = Result(
+        status=status,
+        reason=re.sub(r"\s+", " ", reason).strip()[:2000],
+        failing_rank=failing_rank,
+        problem=spec.id if spec else str(req.problem),
+        mode=mode,
+        world_size=req.world_size,
+        hardware=hw_key,
+        timings_meaningful=mode.timings_meaningful,
+        settings=Settings(warmup=req.warmup, iters=req.iters, trials=req.trials, timeout_s=req.timeout_s),
+        shapes=shape_entries,
+        summary=results.summarize(shape_entries, status),
+        stages=stages,
+        environment=environment,
+        log_tail=results.tail(log),
+        started_at=_iso(started_at),
+        finished_at=_iso(started_at + wall_s),
+    )
+    # The ranks' reports fill parts of it as plain JSON (stages, environment): read it back whole.
+    doc = result.to_dict()
+    Result.from_dict(doc)
+    return doc

@@ -16,8 +16,10 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from evaluator.results import InvalidResult, Mode, Result, Status
+
 EXIT_CORRECT, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
-STAGE_ORDER = ["starting", "building", "checking", "timing", "done"]
+MODES = [m.value for m in Mode]
 
 
 def _dims(text: str) -> dict[str, int]:
@@ -38,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--problem", required=True, help="suite id, or public-suite number with --pkb-root")
     run.add_argument("--solution", required=True, type=Path)
     run.add_argument("--world-size", type=int, default=2)
-    run.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
+    run.add_argument("--mode", choices=MODES, default=Mode.CPU.value)
     run.add_argument("--hardware", help="roofline profile (h100, h200, b200); detected on GPUs")
     run.add_argument(
         "--shape", action="append", dest="shapes",
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("selfcheck", help="references as their own solutions, and perturbed copies")
     check.add_argument("--problems", help="comma-separated ids; default: all")
     check.add_argument("--world-size", type=int, default=2)
-    check.add_argument("--mode", choices=["cpu", "shared-gpu", "gpu"], default="cpu")
+    check.add_argument("--mode", choices=MODES, default=Mode.CPU.value)
     check.add_argument("--shape", help="shape name, or 'default' for each problem's default shape; default: each problem's first (smallest)")
     check.add_argument("--trials", type=int, default=2)
     check.add_argument("--timeout", type=float, default=900.0)
@@ -82,7 +84,7 @@ def request_from_args(args, code: str, console: Console):
 
     settings = {"warmup": args.warmup, "iters": args.iters, "trials": args.trials}
     shapes = args.shapes
-    if args.mode == "cpu":
+    if args.mode == Mode.CPU:
         settings = {k: CPU_DEFAULTS[k] if v is None else v for k, v in settings.items()}
         if shapes is None and args.dims is None and not args.pkb_root:
             shapes = [tasks.get(args.problem).default_shape.name]
@@ -119,6 +121,9 @@ def cmd_run(args, console: Console) -> int:
                 bar.update(task, description=f"{stage}{shape}")
 
             doc = evaluate(req, on_progress)
+    except InvalidResult as exc:  # a ValueError, but the evaluator's own fault
+        console.print(f"[red]evaluator error: invalid result document: {escape(str(exc))}")
+        return EXIT_BROKEN
     except ValueError as exc:
         console.print(f"[red]{exc}")
         return EXIT_USAGE
@@ -131,35 +136,36 @@ def cmd_run(args, console: Console) -> int:
         return EXIT_BROKEN if isinstance(exc, EvaluatorError) else EXIT_USAGE
     if args.json:
         args.json.write_text(json.dumps(doc, indent=1))
-    print_summary(doc, console)
-    return EXIT_CORRECT if doc["status"] == "correct" else EXIT_FAILED
+    result = Result.from_dict(doc)
+    print_summary(result, console)
+    return EXIT_CORRECT if result.status == Status.CORRECT else EXIT_FAILED
 
 
-def print_summary(doc: dict, console: Console) -> None:
-    colour = "green" if doc["status"] == "correct" else "red"
-    console.print(f"[bold {colour}]{doc['status']}[/]  {doc['problem']}  mode={doc['mode']}  world={doc['world_size']}"
-                  f"  hardware={doc['hardware'] or '-'}")
-    if not doc["environment"].get("sandboxed", True):
+def print_summary(result: Result, console: Console) -> None:
+    colour = "green" if result.status == Status.CORRECT else "red"
+    console.print(f"[bold {colour}]{result.status}[/]  {result.problem}  mode={result.mode}  world={result.world_size}"
+                  f"  hardware={result.hardware or '-'}")
+    if not result.environment["sandboxed"]:
         console.print("[yellow]judged without the sandbox (--unsandboxed): not a result the platform would accept")
-    if doc["reason"]:
-        console.print(doc["reason"])
-    table = Table(title=None if doc["timings_meaningful"] else "timings NOT meaningful in this mode")
+    if result.reason:
+        console.print(result.reason)
+    table = Table(title=None if result.timings_meaningful else "timings NOT meaningful in this mode")
     for col in ("shape", "dims", "correct", "solution us", "± std", "reference us", "speedup", "T_roof us", "bound", "util"):
         table.add_column(col, justify="right")
-    for s in doc["shapes"]:
-        sol, ref, roof = s["solution"] or {}, s["reference"] or {}, s["roofline"] or {}
-        slow = sol.get("per_rank", [{}])[sol.get("slowest_rank", 0)] if sol else {}
+    for s in result.shapes:
+        sol, ref, roof = s.solution, s.reference, s.roofline
+        slow = sol.per_rank[sol.slowest_rank] if sol else None
 
         def f(v, fmt="{:.1f}"):
             return "-" if v is None else fmt.format(v)
 
         table.add_row(
-            s["name"], ",".join(f"{k}={v}" for k, v in s["dims"].items()), f(s["correct"], "{}"),
-            f(sol.get("time_us")), f(slow.get("std_us")), f(ref.get("time_us")), f(s["speedup"], "{:.2f}x"),
-            f(roof.get("t_roof_us"), "{:.2f}"), roof.get("bound", "-"), f(roof.get("utilization"), "{:.1%}"),
+            s.name, ",".join(f"{k}={v}" for k, v in s.dims.items()), f(s.correct, "{}"),
+            f(sol and sol.time_us), f(slow and slow.std_us), f(ref and ref.time_us), f(s.speedup, "{:.2f}x"),
+            f(roof and roof.t_roof_us, "{:.2f}"), roof.bound if roof else "-", f(roof and roof.utilization, "{:.1%}"),
         )
     console.print(table)
-    stages = ", ".join(f"{k} {v:.1f}s" for k, v in doc["stages"].items() if v is not None)
+    stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.stages.items() if v is not None)
     console.print(f"[dim]stages: {stages}")
 
 
@@ -210,7 +216,7 @@ def cmd_selfcheck(args, console: Console) -> int:
         table.add_column(col)
     ok = True
     for pid, row in report["problems"].items():
-        good = row["reference"] == "correct" and row["perturbed"] == "incorrect"
+        good = row["reference"] == Status.CORRECT and row["perturbed"] == Status.INCORRECT
         ok &= good
         table.add_row(pid, row["reference"], row["perturbed"], row.get("reason", "")[:100], style=None if good else "red")
     console.print(table)

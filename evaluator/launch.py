@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import assemble, isolation, sandbox
-from evaluator.results import MODES, SIDES
+from evaluator.results import SIDES, Mode, Stage, Status
 
 ProgressFn = Callable[[str, dict], None]
 DEFAULT_TIMEOUT_S = 600.0
@@ -50,7 +50,7 @@ class EvaluationRequest:
     problem: str  # a suite id, or a public-suite number with pkb_root
     solution_code: str
     world_size: int = 2
-    mode: str = "cpu"
+    mode: str = Mode.CPU
     hardware: str | None = None  # roofline profile key (evaluator/hardware.toml); detected on GPUs
     shapes: list[str] | None = None  # shape names; None = all
     dims: dict[str, int] | None = None  # one custom shape instead
@@ -66,8 +66,8 @@ class EvaluationRequest:
     sandboxed: bool = True
 
     def validate(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}")
+        if self.mode not in [m.value for m in Mode]:
+            raise ValueError(f"mode must be one of {', '.join(Mode)}, not {self.mode!r}")
         if self.world_size < 1:
             raise ValueError("world size must be at least 1")
         if self.trials < 1 or self.iters < 0 or self.warmup < 0:
@@ -116,7 +116,7 @@ class RankProcess:
     buffer: bytes = b""
     final: dict | None = None
     infra: str | None = None
-    last_stage: str = "starting"
+    last_stage: str = Stage.STARTING
     exit_code: int | None = None  # as seen before the evaluator killed anything
     log_text: str = ""
     stacks_at: int | None = None  # where in the log the stacks asked for at the end begin
@@ -156,7 +156,7 @@ def evaluate(req: EvaluationRequest, on_progress: ProgressFn | None = None) -> d
     doc = assemble.document(
         req=req, spec=spec, shapes=shapes, ranks=ranks, outcome=outcome, started_at=started_at, wall_s=wall_s
     )
-    notify("done", {"status": doc["status"]})
+    notify(Stage.DONE, {"status": doc["status"]})
     return doc
 
 
@@ -180,7 +180,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     judge_fds: list[list[int]] = [[] for _ in range(req.world_size)]  # closed in `finally` if still held
     sandbox.become_subreaper()
     baseline = sandbox.descendants([os.getpid()])
-    notify("starting", {})
+    notify(Stage.STARTING, {})
     try:
         for d in (*build_dirs.values(), submission):
             d.mkdir(parents=True, exist_ok=True)
@@ -409,7 +409,7 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
                     if r.final is not None:
                         tampered = tampered or f"rank {r.rank}: two final reports"
                     r.final = msg
-                    if msg.get("status") != "correct" and failure_at is None:
+                    if msg.get("status") != Status.CORRECT and failure_at is None:
                         failure_at = time.monotonic()
                 elif kind == "infra":
                     r.infra = msg.get("reason", "host failure")

@@ -1,109 +1,103 @@
-"""The evaluation result document: the one schema the evaluator, the database, the API and the
-pages share. Pure Python (no torch, no Django).
+"""The evaluation result document: the one typed model the evaluator, the GPU worker, the database,
+the API and the pages share, with its vocabulary (statuses, modes, sides, stages, failure kinds).
+Standard library only: no torch, no Django, no pydantic (GPU worker hosts have none of them).
 
-Shape of a document (schema "pkb.result/1"):
-
-    {
-      "schema": "pkb.result/1",
-      "status": "correct" | "incorrect" | "compile_error" | "runtime_error" | "timeout" | "rejected",
-      "reason": str,                       # one line a person can read
-      "failing_rank": int | None,
-      "problem": str, "mode": "cpu" | "shared-gpu" | "gpu", "world_size": int, "hardware": str | None,
-      "timings_meaningful": bool,          # False in cpu and shared-gpu modes
-      "settings": {"warmup": int, "iters": int, "trials": int, "timeout_s": float},
-      "shapes": [{
-          "name": str, "dims": {str: int}, "default": bool, "correct": bool | None,
-          "max_abs_error": float | None,
-          "solution": Timing | None, "reference": Timing | None,   # slowest rank decides
-          "speedup": float | None,                                 # reference / solution
-          "roofline": {"t_roof_us", "bound", "phases": [...], "utilization"} | None,
-          "digests": {"solution": [sha256 per rank], "reference": [sha256 per rank]} | None,
-          "notes": [str],
-      }],
-      "summary": {"correct": bool, "speedup": float | None, "utilization": float | None,
-                  "solution_us": float | None, "reference_us": float | None},
-      "stages": {stage: seconds},          # wall time per stage, for the evaluator's own benchmark
-      "environment": {...}, "log_tail": str, "started_at": iso, "finished_at": iso,
-    }
-
-Timing = {"time_us": median over batches of the slowest rank's time per call, "per_rank": [Stats],
-          "slowest_rank": int (the rank with the largest median)},
-Stats = {"mean_us", "median_us", "std_us", "min_us", "max_us" over the rank's batches (each the
-         judge-clocked batch time per call, less the protocol's fixed cost), "iterations": calls
-         timed, "batches": batches timed}.
+A document travels and is stored as JSON: `Result.to_dict()` writes it, `Result.from_dict()` reads
+it back and refuses anything malformed (`InvalidResult`). The dataclasses' fields, in order, are
+the JSON object's keys; `SCHEMA` names the shape and changes whenever it does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from collections.abc import Iterable, Mapping
-from typing import Any
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from functools import cache
+from typing import Any, TypedDict
 
-from evaluator import RESULT_SCHEMA
-
-STATUSES = ("correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected")
-FAILURE_KINDS = ("compile_error", "runtime_error", "incorrect", "timeout", "rejected")
-MODES = ("cpu", "shared-gpu", "gpu")
-# The two players of every rank, in the order a judge receives their sockets. Untimed pairs run the
-# reference first: its outputs size the slots.
-SIDES = ("reference", "solution")
+SCHEMA = "pkb.result/1"
 LOG_TAIL_CHARS = 16_000
 
 
-def stats(samples_us: Iterable[float], calls_per_sample: int = 1) -> dict[str, float]:
-    values = [float(v) for v in samples_us]
-    if not values:
-        raise ValueError("no timing samples")
-    return {
-        "mean_us": statistics.fmean(values),
-        "median_us": statistics.median(values),
-        "std_us": statistics.pstdev(values) if len(values) > 1 else 0.0,
-        "min_us": min(values),
-        "max_us": max(values),
-        "iterations": len(values) * calls_per_sample,
-        "batches": len(values),
-    }
+class Status(StrEnum):
+    """How the solution fared. Only the solution's doing: a broken host is no status."""
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    REJECTED = "rejected"
 
 
-def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> dict[str, Any]:
-    """Per-rank statistics. Sample i of every rank is the same batch, timed by each rank's judge:
-    the problem's time is the median over batches of the slowest rank's, a median because a
-    stall of the host on one batch must not move it (and no batch is ever measured again)."""
-    per_rank = [stats(s, calls_per_batch) for s in per_rank_samples_us]
-    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r]["median_us"])
-    per_batch = [max(batch) for batch in zip(*per_rank_samples_us)]
-    return {"time_us": statistics.median(per_batch), "per_rank": per_rank, "slowest_rank": slowest}
+class FailureKind(StrEnum):
+    """Every status but correct, in the order comparisons count them."""
+
+    COMPILE_ERROR = Status.COMPILE_ERROR.value
+    RUNTIME_ERROR = Status.RUNTIME_ERROR.value
+    INCORRECT = Status.INCORRECT.value
+    TIMEOUT = Status.TIMEOUT.value
+    REJECTED = Status.REJECTED.value
 
 
-def geomean(values: Iterable[float | None]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals:
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+class Mode(StrEnum):
+    GPU = "gpu"  # one process per GPU, NCCL
+    SHARED_GPU = "shared-gpu"  # N processes on one GPU, gloo: correctness only
+    CPU = "cpu"  # N processes on the CPU, gloo
+
+    @property
+    def timings_meaningful(self) -> bool:
+        return self is Mode.GPU
 
 
-def summarize(shapes: list[Mapping[str, Any]], status: str) -> dict[str, Any]:
-    """Headline numbers: geometric means over shapes (as GPU MODE ranks), plus the default shape's times."""
-    default = next((s for s in shapes if s.get("default")), shapes[0] if shapes else None)
-    correct = status == "correct"
+class Side(StrEnum):
+    """The two players of every rank."""
 
-    def t(s, side):
-        return (s.get(side) or {}).get("time_us") if s else None
-
-    return {
-        "correct": correct,
-        "speedup": geomean(s.get("speedup") for s in shapes) if correct else None,
-        "utilization": geomean((s.get("roofline") or {}).get("utilization") for s in shapes) if correct else None,
-        "solution_us": t(default, "solution") if correct else None,
-        "reference_us": t(default, "reference"),
-    }
+    REFERENCE = "reference"
+    SOLUTION = "solution"
 
 
-def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return f"[... {len(text) - limit} characters cut ...]\n" + text[-limit:]
+# The order a judge receives the players' sockets. Untimed pairs run the reference first: its
+# outputs size the slots.
+SIDES = (Side.REFERENCE, Side.SOLUTION)
+
+
+class Stage(StrEnum):
+    """Where an evaluation is, in order: waiting in the platform's queue, then what the evaluator
+    reports as it goes."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    BUILDING = "building"
+    CHECKING = "checking"
+    TIMING = "timing"
+    DONE = "done"
+
+
+class StageTime(StrEnum):
+    """The keys of a document's `stages`: wall seconds per step, for the evaluator's own benchmark."""
+
+    STARTUP = "startup"  # spawn to the first progress report; includes init
+    INIT = "init"
+    BUILD = "build"
+    CORRECTNESS = "correctness"
+    WARMUP = "warmup"
+    TIMING = "timing"
+    DIGEST = "digest"
+    TOTAL = "total"
+
+
+class Resource(StrEnum):
+    """What bounds a roofline phase."""
+
+    COMPUTE = "compute"
+    HBM = "hbm"
+    NVLINK = "nvlink"
 
 
 class InvalidResult(ValueError):
@@ -115,31 +109,305 @@ def _require(cond: bool, message: str) -> None:
         raise InvalidResult(message)
 
 
-def _number_or_none(value: Any, name: str) -> None:
-    _require(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)),
-             f"{name} must be a finite number or null")
+@dataclass(frozen=True)
+class RankStats:
+    """One rank's batches of one side: each batch is the judge-clocked time per call, less the
+    protocol's fixed cost."""
+
+    mean_us: float
+    median_us: float
+    std_us: float
+    min_us: float
+    max_us: float
+    iterations: int  # calls timed
+    batches: int
+
+    def __post_init__(self) -> None:
+        _require(self.batches >= 1 and self.iterations >= self.batches, "needs at least one call per batch")
+        _require(min(self.mean_us, self.median_us, self.std_us, self.min_us) >= 0, "times must not be negative")
 
 
-def validate(doc: Any) -> dict[str, Any]:
-    """Check a document received from a worker before it is stored. Returns it unchanged."""
-    _require(isinstance(doc, dict), "result must be an object")
-    _require(doc.get("schema") == RESULT_SCHEMA, f"unknown schema {doc.get('schema')!r}")
-    _require(doc.get("status") in STATUSES, f"unknown status {doc.get('status')!r}")
-    _require(isinstance(doc.get("reason", ""), str), "reason must be a string")
-    _require(doc.get("mode") in MODES, f"unknown mode {doc.get('mode')!r}")
-    _require(isinstance(doc.get("world_size"), int) and doc["world_size"] >= 1, "world_size must be a positive int")
-    _require(isinstance(doc.get("shapes"), list), "shapes must be a list")
-    for shape in doc["shapes"]:
-        _require(isinstance(shape, dict) and isinstance(shape.get("name"), str), "each shape needs a name")
-        _number_or_none(shape.get("speedup"), "speedup")
-        for side in ("solution", "reference"):
-            t = shape.get(side)
-            _require(t is None or isinstance(t, dict), f"{side} timing must be an object")
-            if t:
-                _number_or_none(t.get("time_us"), f"{side}.time_us")
-    summary = doc.get("summary")
-    _require(isinstance(summary, dict), "summary must be an object")
-    for key in ("speedup", "utilization", "solution_us", "reference_us"):
-        _number_or_none(summary.get(key), f"summary.{key}")
-    _require(summary.get("correct") == (doc["status"] == "correct"), "summary.correct disagrees with status")
-    return doc
+@dataclass(frozen=True)
+class Timing:
+    time_us: float  # median over batches of the slowest rank's time per call
+    per_rank: list[RankStats]
+    slowest_rank: int  # the rank with the largest median
+
+    def __post_init__(self) -> None:
+        _require(0 <= self.slowest_rank < len(self.per_rank), "slowest_rank is not one of per_rank")
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    compute_us: float
+    hbm_us: float
+    nvlink_us: float
+    time_us: float
+    bound: Resource
+
+
+@dataclass(frozen=True)
+class Roofline:
+    t_roof_us: float
+    bound: Resource  # the resource that contributes most of T_roof
+    phases: list[Phase]
+    utilization: float | None  # T_roof over the solution's time, where timings are meaningful
+
+
+@dataclass(frozen=True)
+class Digests:
+    """SHA-256 of each rank's outputs on the public trial, whose inputs are the same on any host."""
+
+    solution: list[str]
+    reference: list[str]
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    name: str
+    dims: dict[str, int]
+    default: bool
+    correct: bool | None  # None: not every rank got that far
+    max_abs_error: float | None
+    solution: Timing | None
+    reference: Timing | None
+    speedup: float | None  # reference / solution
+    roofline: Roofline | None
+    digests: Digests | None
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Headline numbers: geometric means over shapes, the default shape's times."""
+
+    correct: bool
+    speedup: float | None
+    utilization: float | None
+    solution_us: float | None
+    reference_us: float | None
+
+
+@dataclass(frozen=True)
+class Settings:
+    warmup: int
+    iters: int
+    trials: int
+    timeout_s: float
+
+
+class _Sandboxing(TypedDict):
+    sandboxed: bool  # False only for someone judging their own file on the command line
+
+
+class Environment(_Sandboxing, total=False):
+    """The host as the run saw it. A key is there only where it applies: rank 0's report is
+    missing when rank 0 died first, the GPU's facts on hosts without CUDA, the driver in cpu mode;
+    a fact that applies but could not be read is null. Hence a TypedDict, not a dataclass."""
+
+    python: str
+    torch: str
+    cuda: str | None
+    mode: Mode
+    world_size: int
+    hostname: str
+    triton: str | None
+    gpu_name: str
+    gpu_count: int
+    nccl: str
+    driver: str | None
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Status
+    reason: str  # one line a person can read; empty when correct
+    failing_rank: int | None
+    problem: str
+    mode: Mode
+    world_size: int
+    hardware: str | None  # roofline profile key
+    timings_meaningful: bool
+    settings: Settings
+    shapes: list[ShapeResult]
+    summary: Summary
+    stages: dict[StageTime, float | None]
+    environment: Environment
+    log_tail: str
+    started_at: str  # ISO 8601
+    finished_at: str
+
+    def __post_init__(self) -> None:
+        correct = self.status == Status.CORRECT
+        _require(self.world_size >= 1, "world_size must be at least 1")
+        _require(self.timings_meaningful == Mode(self.mode).timings_meaningful,
+                 f"timings_meaningful disagrees with mode {str(self.mode)!r}")
+        _require(self.failing_rank is None or (not correct and 0 <= self.failing_rank < self.world_size),
+                 "failing_rank must be a rank of a failed evaluation, or null")
+        s = self.summary
+        _require(s.correct == correct, f"summary.correct disagrees with status {str(self.status)!r}")
+        _require(correct or (s.speedup is None and s.utilization is None and s.solution_us is None),
+                 "summary of a failed evaluation has a speedup, utilization or solution time")
+        names = [shape.name for shape in self.shapes]
+        _require(len(set(names)) == len(names), "shape names repeat")
+        _require(sum(shape.default for shape in self.shapes) <= 1, "more than one default shape")
+        for shape in self.shapes:
+            ranked = [t.per_rank for t in (shape.solution, shape.reference) if t]
+            ranked += [shape.digests.solution, shape.digests.reference] if shape.digests else []
+            _require(all(len(r) == self.world_size for r in ranked),
+                     f"shape {shape.name!r}: per-rank lists must have world_size ({self.world_size}) entries")
+
+    @property
+    def default_shape(self) -> ShapeResult | None:
+        return default_shape(self.shapes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **_plain(self)}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> Result:
+        """The document received from a worker (or read back), checked field by field."""
+        _require(isinstance(doc, dict), f"a result must be an object, not {_kind(doc)}")
+        _require(doc.get("schema") == SCHEMA, f"unknown schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+        return _parse(cls, {k: v for k, v in doc.items() if k != "schema"}, "")
+
+
+# -- JSON <-> the dataclasses above ----------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+_JSON_NAMES = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+               list: "a list", dict: "an object"}
+
+
+def _kind(value: Any) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def _at(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+@cache
+def _fields(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """(type of each key, the keys that must be there) of a dataclass or TypedDict."""
+    hints = typing.get_type_hints(cls)
+    return hints, frozenset(hints) if dataclasses.is_dataclass(cls) else cls.__required_keys__
+
+
+def _parse(tp: Any, value: Any, path: str) -> Any:
+    """`value` (JSON) as type `tp`; InvalidResult naming `path` where it is not one."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):  # only ever X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        return None if value is None else _parse(inner, value, path)
+    if origin is list:
+        _require(isinstance(value, list), f"{path} must be a list, not {_kind(value)}")
+        return [_parse(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        _require(isinstance(value, dict), f"{path} must be an object, not {_kind(value)}")
+        return {_parse(args[0], k, f"a key of {path}"): _parse(args[1], v, _at(path, k)) for k, v in value.items()}
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        allowed = ", ".join(repr(m.value) for m in tp)
+        _require(isinstance(value, str) and value in {m.value for m in tp}, f"{path}: {value!r} is not one of {allowed}")
+        return tp(value)
+    if tp in (bool, int, str):  # exactly: JSON's true is no integer here
+        _require(type(value) is tp, f"{path} must be {_JSON_NAMES[tp]}, not {_kind(value)}")
+        return value
+    if tp is float:  # an integer is a number too; NaN and the infinities are not JSON
+        _require(type(value) in (int, float), f"{path} must be a number, not {_kind(value)}")
+        _require(math.isfinite(value), f"{path} must be finite, not {value}")
+        return value
+    return _parse_object(tp, value, path)
+
+
+def _parse_object(cls: type, value: Any, path: str) -> Any:
+    where = path or "the result"
+    _require(isinstance(value, dict), f"{where} must be an object, not {_kind(value)}")
+    hints, required = _fields(cls)
+    missing = [k for k in hints if k in required and k not in value]
+    _require(not missing, f"{where} lacks {', '.join(missing)}")
+    unknown = [k for k in value if k not in hints]
+    _require(not unknown, f"{where} has unknown fields {', '.join(map(repr, unknown))}")
+    fields = {k: _parse(hints[k], v, _at(path, k)) for k, v in value.items()}
+    if not dataclasses.is_dataclass(cls):
+        return fields
+    try:
+        return cls(**fields)
+    except InvalidResult as exc:  # its own checks (__post_init__), which know no path
+        raise InvalidResult(f"{path}: {exc}" if path else str(exc)) from None
+
+
+# -- statistics and summaries ---------------------------------------------------------------------
+
+
+def stats(samples_us: Iterable[float], calls_per_sample: int = 1) -> RankStats:
+    values = [float(v) for v in samples_us]
+    if not values:
+        raise ValueError("no timing samples")
+    return RankStats(
+        mean_us=statistics.fmean(values),
+        median_us=statistics.median(values),
+        std_us=statistics.pstdev(values) if len(values) > 1 else 0.0,
+        min_us=min(values),
+        max_us=max(values),
+        iterations=len(values) * calls_per_sample,
+        batches=len(values),
+    )
+
+
+def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> Timing:
+    """Per-rank statistics. Sample i of every rank is the same batch, timed by each rank's judge:
+    the problem's time is the median over batches of the slowest rank's, a median because a
+    stall of the host on one batch must not move it (and no batch is ever measured again)."""
+    per_rank = [stats(s, calls_per_batch) for s in per_rank_samples_us]
+    slowest = max(range(len(per_rank)), key=lambda r: per_rank[r].median_us)
+    per_batch = [max(batch) for batch in zip(*per_rank_samples_us)]
+    return Timing(time_us=statistics.median(per_batch), per_rank=per_rank, slowest_rank=slowest)
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def default_shape(shapes: list[ShapeResult]) -> ShapeResult | None:
+    """The shape marked default, else the first."""
+    return next((s for s in shapes if s.default), shapes[0] if shapes else None)
+
+
+def summarize(shapes: list[ShapeResult], status: Status) -> Summary:
+    """Headline numbers: geometric means over shapes (as GPU MODE ranks), plus the default shape's times."""
+    default = default_shape(shapes)
+    correct = status == Status.CORRECT
+
+    def t(side: Timing | None) -> float | None:
+        return side.time_us if side else None
+
+    return Summary(
+        correct=correct,
+        speedup=geomean(s.speedup for s in shapes) if correct else None,
+        utilization=geomean(s.roofline.utilization for s in shapes if s.roofline) if correct else None,
+        solution_us=t(default.solution) if correct and default else None,
+        reference_us=t(default.reference) if default else None,
+    )
+
+
+def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit} characters cut ...]\n" + text[-limit:]

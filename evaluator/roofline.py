@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from evaluator import results
+from evaluator.results import Resource
 from tasks.spec import Phase
-
-RESOURCES = ("compute", "hbm", "nvlink")
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,8 @@ class PhaseTime:
         return max(self.compute_s, self.hbm_s, self.nvlink_s)
 
     @property
-    def bound(self) -> str:
-        times = {"compute": self.compute_s, "hbm": self.hbm_s, "nvlink": self.nvlink_s}
+    def bound(self) -> Resource:
+        times = {Resource.COMPUTE: self.compute_s, Resource.HBM: self.hbm_s, Resource.NVLINK: self.nvlink_s}
         return max(times, key=times.__getitem__)
 
 
@@ -86,9 +86,9 @@ class Roofline:
         return sum(p.time_s for p in self.phases)
 
     @property
-    def bound(self) -> str:
+    def bound(self) -> Resource:
         """The resource that contributes most of T_roof."""
-        share = dict.fromkeys(RESOURCES, 0.0)
+        share = dict.fromkeys(Resource, 0.0)
         for p in self.phases:
             share[p.bound] += p.time_s
         return max(share, key=share.__getitem__)
@@ -98,22 +98,16 @@ class Roofline:
             return None
         return self.t_roof_s / measured_s
 
-    def as_dict(self) -> dict:
-        return {
-            "t_roof_us": self.t_roof_s * 1e6,
-            "bound": self.bound,
-            "phases": [
-                {
-                    "name": p.name,
-                    "compute_us": p.compute_s * 1e6,
-                    "hbm_us": p.hbm_s * 1e6,
-                    "nvlink_us": p.nvlink_s * 1e6,
-                    "time_us": p.time_s * 1e6,
-                    "bound": p.bound,
-                }
-                for p in self.phases
-            ],
-        }
+    def result(self, solution_us: float | None) -> results.Roofline:
+        """The result document's part; the utilization of `solution_us`, a time that means something."""
+        t_roof_us = self.t_roof_s * 1e6
+        phases = [
+            results.Phase(name=p.name, compute_us=p.compute_s * 1e6, hbm_us=p.hbm_s * 1e6, nvlink_us=p.nvlink_s * 1e6,
+                          time_us=p.time_s * 1e6, bound=p.bound)
+            for p in self.phases
+        ]
+        utilization = t_roof_us / solution_us if solution_us else None
+        return results.Roofline(t_roof_us=t_roof_us, bound=self.bound, phases=phases, utilization=utilization)
 
 
 def roofline(phases: Iterable[Phase], hw: HardwareProfile) -> Roofline:

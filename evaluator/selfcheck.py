@@ -7,6 +7,7 @@ import secrets
 from typing import Any
 
 from evaluator.launch import EvaluationRequest, EvaluatorError, run_ranks
+from evaluator.results import Side, Status
 
 SEED_BITS = 48  # the trials' seeds are offsets from one base seed: room below torch's 64-bit seeds
 
@@ -74,23 +75,23 @@ def run_rank(j) -> None:
         dims = dict(chosen.dims)
         target = {"kind": "suite", "id": pid}
         j.select_problem(target)
-        j.guarded(j.load, "reference", target)
+        j.guarded(j.load, Side.REFERENCE, target)
         row: dict[str, str] = {}
         for variant in ("reference", "perturbed"):
             j.progress(f"{pid} {variant}")  # a time-out names the problem it stopped in
-            status = "correct"
+            status = Status.CORRECT
             try:
-                j.guarded(j.load, "solution", target, variant == "perturbed")
+                j.guarded(j.load, Side.SOLUTION, target, variant == "perturbed")
                 for t in range(cfg["trials"]):
                     seeds = trial_seeds(base, n, t, j.rank)
                     j.out_capacity = 0
                     j.pair(lambda seeds=seeds, dims=dims: [j.inputs(dims, seeds["seed"], seeds["shared_seed"])])
             except Verdict as verdict:
                 status = verdict.status
-                if variant == "reference" or status != "incorrect":
+                if variant == "reference" or status != Status.INCORRECT:
                     row["reason"] = f"{variant}: rank {verdict.origin}: {verdict.reason}"
             row[variant] = status
         outcome[pid] = row
-    j.channel.send({"type": "final", "rank": j.rank, "status": "correct", "selfcheck": outcome, "shapes": []})
+    j.channel.send({"type": "final", "rank": j.rank, "status": Status.CORRECT, "selfcheck": outcome, "shapes": []})
 
 

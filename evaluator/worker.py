@@ -39,6 +39,8 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
+from evaluator.results import InvalidResult, Result, Stage
+
 log = logging.getLogger("pkb.worker")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -221,7 +223,7 @@ class Progress:
     def __init__(self, send: Send, job: Job, worker: str, interval_s: float):
         self.send, self.job, self.worker, self.interval_s = send, job, worker, interval_s
         self.stages: queue.Queue[str | None] = queue.Queue()
-        self.last_stage = "starting"
+        self.last_stage = Stage.STARTING
         self.thread = threading.Thread(target=self._run, name=f"progress-{job.evaluation}", daemon=True)
 
     def __enter__(self) -> "Progress":
@@ -234,7 +236,7 @@ class Progress:
 
     def on_progress(self, stage: str, detail: dict) -> None:
         # Each rank reports every stage; only changes travel. "done" travels with the result.
-        if stage != self.last_stage and stage != "done":
+        if stage != self.last_stage and stage != Stage.DONE:
             self.last_stage = stage
             self.stages.put(stage)
 
@@ -261,12 +263,15 @@ def run_job(job: Job, worker: str, send: Send, heartbeat_s: float) -> str:
     """Claim, evaluate, report. Returns what was reported: "result" or "failure"."""
     from evaluator.launch import EvaluationRequest, EvaluatorError, NoSandbox, evaluate
 
-    send(RECORD_STAGE, job.evaluation, job.token, "starting", worker)
+    send(RECORD_STAGE, job.evaluation, job.token, Stage.STARTING, worker)
     failure: tuple[str, bool] | None = None
     doc = None
     with Progress(send, job, worker, heartbeat_s) as progress:
         try:
             doc = evaluate(EvaluationRequest(**job.request_kwargs()), on_progress=progress.on_progress)
+            result = Result.from_dict(doc)  # what the web side will accept, or a failure now
+        except InvalidResult as exc:  # the same evaluator builds the same document on any host
+            failure = (f"the evaluator produced an invalid result on {worker}: {exc}", False)
         except NoSandbox as exc:
             # Uploaded code is never judged unsandboxed. Another host may manage: retry.
             failure = (f"{worker} refused to judge: {exc}", True)
@@ -284,7 +289,7 @@ def run_job(job: Job, worker: str, send: Send, heartbeat_s: float) -> str:
         send(REPORT_FAILURE, job.evaluation, job.token, reason, retry)
         return "failure"
     send(STORE_RESULT, job.evaluation, job.token, doc)
-    log.info("evaluation %s: %s", job.evaluation, doc.get("status"))
+    log.info("evaluation %s: %s", job.evaluation, result.status)
     return "result"
 
 

@@ -24,13 +24,15 @@ from django.db.models import Case, F, Value, When
 from django.utils import timezone
 
 from dispatch import publish
-from evaluator.results import InvalidResult, validate
-from submissions.models import STAGES, Evaluation
+from evaluator.results import InvalidResult, Result, Stage
+from submissions.models import Evaluation
 
 log = logging.getLogger("pkb.dispatch")
 
 ACTIVE = ("queued", "running")
-PROGRESS_STAGES = ("starting", "building", "checking", "timing")
+STAGES = [s.value for s in Stage]
+# What a worker reports while it runs ("starting" is its claim); "done" comes with the result.
+PROGRESS_STAGES = STAGES[STAGES.index(Stage.STARTING) : STAGES.index(Stage.DONE)]
 
 
 def as_token(value: Any) -> uuid.UUID | None:
@@ -54,7 +56,7 @@ def claim(evaluation_id: int, token: Any, worker: str = "") -> bool:
     claimed = active(evaluation_id, token).update(
         state="running",
         # A stage that arrived before the claim (web workers racing) is not moved back.
-        stage=Case(When(stage="queued", then=Value("starting")), default=F("stage")),
+        stage=Case(When(stage=Stage.QUEUED.value, then=Value(Stage.STARTING.value)), default=F("stage")),
         attempts=F("attempts") + 1,
         worker=worker[:200],
         started_at=now,
@@ -68,13 +70,13 @@ def claim(evaluation_id: int, token: Any, worker: str = "") -> bool:
 
 
 def record_stage(evaluation_id: int, token: Any, stage: str, worker: str = "") -> bool:
-    if stage == "starting":
+    if stage == Stage.STARTING:
         return claim(evaluation_id, token, worker)
     if stage not in PROGRESS_STAGES:
         return False
     # Progress only moves forward: a late message for an earlier stage is dropped.
     earlier = STAGES[: STAGES.index(stage) + 1]
-    fields: dict[str, Any] = {"state": "running", "stage": stage, "heartbeat_at": timezone.now()}
+    fields: dict[str, Any] = {"state": "running", "stage": Stage(stage).value, "heartbeat_at": timezone.now()}
     if worker:
         fields["worker"] = worker[:200]
     return bool(active(evaluation_id, token).filter(stage__in=earlier).update(**fields))
@@ -84,21 +86,19 @@ def heartbeat(evaluation_id: int, token: Any) -> bool:
     return bool(active(evaluation_id, token).filter(state="running").update(heartbeat_at=timezone.now()))
 
 
-def output_digest(doc: dict) -> str | None:
+def output_digest(result: Result) -> str | None:
     """SHA-256 over the per-rank solution digests of the default shape: equal digests on two
     machines mean bitwise-equal outputs on the public trial."""
-    shapes = doc.get("shapes") or []
-    default = next((s for s in shapes if s.get("default")), shapes[0] if shapes else None)
-    digests = ((default or {}).get("digests") or {}).get("solution")
-    if not digests or not all(isinstance(d, str) for d in digests):
+    default = result.default_shape
+    if default is None or default.digests is None or not default.digests.solution:
         return None
-    return hashlib.sha256("\n".join(digests).encode()).hexdigest()
+    return hashlib.sha256("\n".join(default.digests.solution).encode()).hexdigest()
 
 
 def fail(evaluation_id: int, token: Any, reason: str) -> bool:
     failed = active(evaluation_id, token).update(
         state="failed",
-        stage="done",
+        stage=Stage.DONE.value,
         attempts=publish.unclaimed_attempt(),
         reason=reason[:2000],
         finished_at=timezone.now(),
@@ -108,16 +108,16 @@ def fail(evaluation_id: int, token: Any, reason: str) -> bool:
     return bool(failed)
 
 
-def mismatch(evaluation: Evaluation, doc: dict) -> str | None:
+def mismatch(evaluation: Evaluation, result: Result) -> str | None:
     """A document about another problem, mode or world size is not this evaluation's result."""
     expected = {
-        "problem": evaluation.submission.problem.slug,
-        "mode": evaluation.mode,
-        "world_size": evaluation.world_size,
+        "problem": (evaluation.submission.problem.slug, result.problem),
+        "mode": (evaluation.mode, result.mode.value),
+        "world_size": (evaluation.world_size, result.world_size),
     }
-    for key, value in expected.items():
-        if doc.get(key) != value:
-            return f"result document is for {key}={doc.get(key)!r}, expected {value!r}"
+    for key, (value, got) in expected.items():
+        if got != value:
+            return f"result document is for {key}={got!r}, expected {value!r}"
     return None
 
 
@@ -128,32 +128,32 @@ def store_result(evaluation_id: int, token: Any, doc: Any) -> bool:
         log.info("evaluation %s: result ignored (already stored, or a stale delivery)", evaluation_id)
         return False
     try:
-        validate(doc)
+        result = Result.from_dict(doc)
     except InvalidResult as exc:
         fail(evaluation_id, token, f"invalid result document from the worker: {exc}")
         return False
-    problem = mismatch(evaluation, doc)
+    problem = mismatch(evaluation, result)
     if problem:
         fail(evaluation_id, token, problem)
         return False
-    summary = doc["summary"]
+    summary = result.summary
     stored = active(evaluation_id, token).update(
         state="done",
-        stage="done",
+        stage=Stage.DONE.value,
         attempts=publish.unclaimed_attempt(),
-        status=doc["status"],
-        result=doc,
-        correct=summary.get("correct"),
-        speedup=summary.get("speedup"),
-        utilization=summary.get("utilization"),
-        solution_us=summary.get("solution_us"),
-        reference_us=summary.get("reference_us"),
-        output_digest=output_digest(doc),
-        reason=str(doc.get("reason") or "")[:2000],
+        status=result.status.value,
+        result=result.to_dict(),
+        correct=summary.correct,
+        speedup=summary.speedup,
+        utilization=summary.utilization,
+        solution_us=summary.solution_us,
+        reference_us=summary.reference_us,
+        output_digest=output_digest(result),
+        reason=result.reason[:2000],
         finished_at=timezone.now(),
     )
     if stored:
-        log.info("evaluation %s: result stored (%s, token %s)", evaluation_id, doc["status"], token)
+        log.info("evaluation %s: result stored (%s, token %s)", evaluation_id, result.status, token)
     else:
         log.info("evaluation %s: result ignored (stored concurrently)", evaluation_id)
     return bool(stored)

@@ -10,18 +10,16 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from evaluator.results import STATUSES
+from evaluator.results import Mode, Stage, Status
 from evaluator.roofline import HardwareProfile
 
 BACKENDS = ("cuda", "triton", "pytorch")
-MODES = ("gpu", "shared-gpu", "cpu")
 STATES = ("queued", "running", "done", "failed")
-STAGES = ("queued", "starting", "building", "checking", "timing", "done")
 FINISHED_STATES = ("done", "failed")
 
 
 def choices(values) -> list[tuple[str, str]]:
-    return [(v, v) for v in values]
+    return [(str(v), str(v)) for v in values]
 
 
 class Problem(models.Model):
@@ -69,7 +67,7 @@ class Hardware(models.Model):
     nvlink_gbps = models.FloatField("NVLink per GPU one direction, GB/s")
     l2_mb = models.FloatField("L2, MB")
     nvls = models.BooleanField("NVLink multicast (NVLS) available", default=False)
-    mode = models.CharField(max_length=12, choices=choices(MODES), default="gpu")
+    mode = models.CharField(max_length=12, choices=choices(Mode), default=Mode.GPU.value)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -92,7 +90,7 @@ class Hardware(models.Model):
 
     def topology(self) -> str:
         nvls = "available" if self.nvls else "NOT available (multimem instructions and multicast pointers fail)"
-        if self.mode == "cpu":
+        if self.mode == Mode.CPU:
             return f"{self.gpu_count} CPU processes, gloo process group, no GPU; {self.name} numbers for the roofline."
         return (
             f"{self.gpu_count}x {self.name} in one node, all-to-all NVLink through NVSwitch, "
@@ -143,10 +141,10 @@ class Evaluation(models.Model):
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="evaluations")
     model_tag = models.CharField(max_length=100)
     world_size = models.PositiveSmallIntegerField()
-    mode = models.CharField(max_length=12, choices=choices(MODES))
+    mode = models.CharField(max_length=12, choices=choices(Mode))
     state = models.CharField(max_length=8, choices=choices(STATES), default="queued")
-    stage = models.CharField(max_length=10, choices=choices(STAGES), default="queued")
-    status = models.CharField(max_length=16, choices=choices(STATUSES), null=True, blank=True)
+    stage = models.CharField(max_length=10, choices=choices(Stage), default=Stage.QUEUED.value)
+    status = models.CharField(max_length=16, choices=choices(Status), null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     correct = models.BooleanField(null=True)
     speedup = models.FloatField(null=True, blank=True, help_text="geometric mean over shapes")
@@ -179,7 +177,7 @@ class Evaluation(models.Model):
                 fields=["problem", "hardware", "speedup"],
                 name="ev_ranked",
                 include=["submission"],
-                condition=models.Q(state="done", status="correct", hidden=False, superseded=False),
+                condition=models.Q(state="done", status=Status.CORRECT.value, hidden=False, superseded=False),
             ),
             # model comparisons: every current result of a hardware, by model and problem
             models.Index(

@@ -3,28 +3,29 @@ statistics and chart configurations, all read from the stored result document.""
 
 from __future__ import annotations
 
+from evaluator.results import Stage, Status
 from pkb_site import charts
-from submissions.models import STAGES, Evaluation, Problem
+from submissions.models import Evaluation, Problem
 
-PROGRESS = ("queued", "building", "checking", "timing", "done")
+PROGRESS = (Stage.QUEUED, Stage.BUILDING, Stage.CHECKING, Stage.TIMING, Stage.DONE)
 STATUS_TEXT = {
-    "correct": "Correct",
-    "incorrect": "Wrong answer",
-    "compile_error": "Did not compile",
-    "runtime_error": "Crashed while running",
-    "timeout": "Ran out of time",
-    "rejected": "Rejected by the checker",
+    Status.CORRECT: "Correct",
+    Status.INCORRECT: "Wrong answer",
+    Status.COMPILE_ERROR: "Did not compile",
+    Status.RUNTIME_ERROR: "Crashed while running",
+    Status.TIMEOUT: "Ran out of time",
+    Status.REJECTED: "Rejected by the checker",
 }
 
 
 def progress(ev: Evaluation) -> list[dict]:
     """Steps for the progress bar; "starting" shows as part of building."""
-    stage = "building" if ev.stage == "starting" else ev.stage
+    stage = Stage.BUILDING if ev.stage == Stage.STARTING else ev.stage
     here = PROGRESS.index(stage) if stage in PROGRESS else 0
     if ev.finished:
         here = len(PROGRESS) - 1
     return [
-        {"name": s, "done": i < here or ev.finished, "current": i == here and not ev.finished}
+        {"name": s.value, "done": i < here or ev.finished, "current": i == here and not ev.finished}
         for i, s in enumerate(PROGRESS)
     ]
 
@@ -97,20 +98,21 @@ def roofline_chart(rows: list[dict]) -> dict | None:
 def evaluation_view(ev: Evaluation, problem: Problem, position: int | None, detailed: bool) -> dict:
     doc = ev.result or {}
     rows = shape_rows(doc, problem) if detailed else []
+    correct = ev.status == Status.CORRECT
     return {
         "evaluation": ev,
         "position": position,
         "progress": progress(ev),
-        "stage_index": STAGES.index(ev.stage) if ev.stage in STAGES else 0,
         "status_text": STATUS_TEXT.get(ev.status or "", ""),
+        "correct": correct,
         "reason": ev.reason or doc.get("reason", ""),
         "failing_rank": doc.get("failing_rank"),
         "timings_meaningful": doc.get("timings_meaningful", True),
         "shapes": rows,
-        "speedup_chart": speedup_chart(rows) if ev.status == "correct" else None,
+        "speedup_chart": speedup_chart(rows) if correct else None,
         "speedup_chart_id": f"speedup-chart-{ev.pk}",
         "roofline_chart_id": f"roofline-chart-{ev.pk}",
-        "roofline_chart": roofline_chart(rows) if ev.status == "correct" else None,
+        "roofline_chart": roofline_chart(rows) if correct else None,
         "environment": doc.get("environment") or {},
         "log_tail": doc.get("log_tail", ""),
     }

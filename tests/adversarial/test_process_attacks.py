@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from evaluator.results import STATUSES
+from evaluator.results import Status
 
 
 @pytest.mark.parametrize("variant", ["fds", "nonce"])
@@ -44,7 +44,7 @@ def test_processes_left_behind_are_killed(adv, variant, tmp_path, request):
         request.getfixturevalue("sandboxed")
     heartbeat = tmp_path / "heartbeat"
     doc = adv.judge("allreduce", "leave_processes", variant=variant, params={"HEARTBEAT": str(heartbeat)})
-    assert doc["status"] in STATUSES
+    assert doc["status"] in list(Status)
     adv.assert_document_bounded(doc, 60)
     # Whatever was left, in whichever PID namespace, has stopped beating.
     before = heartbeat.stat().st_size if heartbeat.exists() else 0
@@ -68,5 +68,5 @@ def test_a_hang_ends_in_a_timeout(adv, variant):
 @pytest.mark.parametrize("variant", ["stdout", "stderr"])
 def test_a_flood_of_output_is_cut(adv, variant):
     doc = adv.judge("allreduce", "flood_output", variant=variant, params={"MEGABYTES": 200})
-    assert doc["status"] in STATUSES
+    assert doc["status"] in list(Status)
     adv.assert_document_bounded(doc, 60)

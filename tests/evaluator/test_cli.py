@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evaluator.results import validate
+from evaluator.results import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = Path(__file__).parent / "solutions"
@@ -15,6 +15,13 @@ SOLUTIONS = Path(__file__).parent / "solutions"
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "evaluator", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def written(path: Path) -> dict:
+    """The document the CLI wrote: valid, and written back unchanged by the model."""
+    doc = json.loads(path.read_text())
+    assert Result.from_dict(doc).to_dict() == doc
+    return doc
 
 
 def run_args(solution: Path, tmp_path: Path) -> list[str]:
@@ -26,7 +33,7 @@ def test_correct_solution_exits_0_and_writes_the_document(tmp_path):
     out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "correct" in out.stdout and "timings NOT meaningful" in out.stdout
-    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    doc = written(tmp_path / "result.json")
     assert doc["status"] == "correct" and doc["problem"] == "allgather"
 
 
@@ -45,7 +52,7 @@ def test_cpu_mode_defaults_to_the_default_shape_and_few_calls(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     default = tasks.get("allgather").default_shape.name
     assert f"cpu mode: shape {default} only" in out.stdout
-    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    doc = written(tmp_path / "result.json")
     assert [s["name"] for s in doc["shapes"]] == [default]
     assert {k: doc["settings"][k] for k in ("warmup", "iters", "trials")} == {
         k: CPU_DEFAULTS[k] for k in ("warmup", "iters", "trials")
@@ -82,7 +89,7 @@ def test_unsandboxed_is_the_command_lines_choice_and_said_in_the_result(tmp_path
     out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path), "--unsandboxed")
     assert out.returncode == 0, out.stdout + out.stderr
     assert "judged without the sandbox" in out.stdout
-    doc = validate(json.loads((tmp_path / "result.json").read_text()))
+    doc = written(tmp_path / "result.json")
     assert doc["environment"]["sandboxed"] is False
     out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path))
     assert json.loads((tmp_path / "result.json").read_text())["environment"]["sandboxed"] is True

@@ -1,64 +1,202 @@
-"""The result document: statistics, summaries and validation of documents from workers."""
+"""The result document: its typed model, how it reads and writes JSON, what it refuses, and the
+statistics and summaries it is built from."""
 
 import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from evaluator import results
+from evaluator.results import SCHEMA, FailureKind, InvalidResult, Mode, Result, Stage, Status
 
-DOC = {
-    "schema": "pkb.result/1", "status": "correct", "reason": "", "mode": "gpu", "world_size": 4,
-    "shapes": [{"name": "default", "speedup": 1.5, "solution": {"time_us": 10.0}, "reference": {"time_us": 15.0}}],
-    "summary": {"correct": True, "speedup": 1.5, "utilization": 0.4, "solution_us": 10.0, "reference_us": 15.0},
-}
+ROOT = Path(__file__).resolve().parents[2]
+DIGEST = "c4adeecf2a591389cc09e21f971ec5d11b32461e11244d09eb0ad7c8442a8d30"
+
+
+def rank_stats(median: float) -> dict:
+    return {"mean_us": median + 1.0, "median_us": median, "std_us": 0.5, "min_us": median - 1.0,
+            "max_us": median + 3.0, "iterations": 4, "batches": 4}
+
+
+# As `python -m evaluator run --problem allgather --mode cpu --shape small --hardware h100` writes it.
+CPU_DOC = {
+    "schema": "pkb.result/1", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
+    "mode": "cpu", "world_size": 2, "hardware": "h100", "timings_meaningful": False,
+    "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0},
+    "shapes": [{
+        "name": "small", "dims": {"M": 64, "N": 1024}, "default": True, "correct": True, "max_abs_error": 0.0,
+        "solution": {"time_us": 1553.897, "per_rank": [rank_stats(1413.289), rank_stats(1553.897)], "slowest_rank": 1},
+        "reference": {"time_us": 1128.399, "per_rank": [rank_stats(614.4445), rank_stats(1128.399)], "slowest_rank": 1},
+        "speedup": 0.7261736138238248,
+        "roofline": {"t_roof_us": 0.29127111111111115, "bound": "nvlink", "phases": [{
+            "name": "allgather", "compute_us": 0.0, "hbm_us": 0.11737791044776119, "nvlink_us": 0.29127111111111115,
+            "time_us": 0.29127111111111115, "bound": "nvlink"}], "utilization": None},
+        "digests": {"solution": [DIGEST, DIGEST], "reference": [DIGEST, DIGEST]},
+        "notes": [],
+    }],
+    "summary": {"correct": True, "speedup": 0.7261736138238248, "utilization": None, "solution_us": 1553.897,
+                "reference_us": 1128.399},
+    "stages": {"startup": 4.455, "init": 0.036, "build": 0.068, "correctness": 0.084, "warmup": 0.040,
+               "timing": 0.114, "digest": 0.041, "total": 4.866},
+    "environment": {"python": "3.11.7", "torch": "2.13.0+cpu", "cuda": None, "mode": "cpu", "world_size": 2,
+                    "hostname": "vm", "triton": "3.6.0", "sandboxed": True},
+    "log_tail": "== rank 0 ==\n[reference process of rank 0]\nwarning: something\n",
+    "started_at": "2026-12-06T01:18:46+00:00", "finished_at": "2026-12-06T01:18:51+00:00",
+}  # fmt: skip
+
+
+def gpu_failure() -> dict:
+    """A gpu-mode document of a solution that was wrong on rank 1 of the second shape; rank 0
+    never reported its environment (only the parent's facts are there), startup was not timed."""
+    doc = copy.deepcopy(CPU_DOC)
+    shape = copy.deepcopy(doc["shapes"][0])
+    shape.update(name="large", default=False, correct=False, max_abs_error=0.25, solution=None, reference=None,
+                 speedup=None, digests=None, notes=["outputs differ from the reference's"])
+    doc["shapes"][0]["roofline"]["utilization"] = 0.0002
+    doc.update(status="incorrect", reason="rank 1: wrong sum", failing_rank=1, mode="gpu", timings_meaningful=True,
+               shapes=[doc["shapes"][0], shape], stages={"startup": None, "total": 9.5},
+               environment={"driver": None, "sandboxed": True})
+    doc["summary"] = {"correct": False, "speedup": None, "utilization": None, "solution_us": None,
+                      "reference_us": 1128.399}
+    return doc
+
+
+@pytest.mark.parametrize("doc", [CPU_DOC, gpu_failure()], ids=["cpu-correct", "gpu-incorrect"])
+def test_a_document_reads_and_writes_back_unchanged(doc):
+    result = Result.from_dict(copy.deepcopy(doc))
+    assert result.to_dict() == doc
+    assert json.dumps(result.to_dict()) == json.dumps(doc)  # same keys in the same order, plain JSON values
+    assert Result.from_dict(result.to_dict()) == result
+
+
+def test_the_model_is_typed():
+    result = Result.from_dict(copy.deepcopy(CPU_DOC))
+    assert result.status is Status.CORRECT and result.mode is Mode.CPU
+    shape = result.default_shape
+    assert shape.solution.per_rank[shape.solution.slowest_rank].median_us == 1553.897
+    assert shape.roofline.bound is results.Resource.NVLINK
+    assert result.stages[results.StageTime.TOTAL] == 4.866
+    assert result.environment["sandboxed"] is True
+
+
+def test_vocabulary():
+    assert [s.value for s in Status] == ["correct", "incorrect", "compile_error", "runtime_error", "timeout", "rejected"]
+    assert {k.value for k in FailureKind} == {s.value for s in Status if s is not Status.CORRECT}
+    assert list(Stage)[0] is Stage.QUEUED and list(Stage)[-1] is Stage.DONE
+    assert [m for m in Mode if m.timings_meaningful] == [Mode.GPU]
+    assert Status.CORRECT == "correct" and f"{Mode.SHARED_GPU}" == "shared-gpu"
+
+
+def mutated(mutate, doc=CPU_DOC) -> dict:
+    doc = copy.deepcopy(doc)
+    mutate(doc)
+    return doc
+
+
+def shape0(doc: dict) -> dict:
+    return doc["shapes"][0]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.update(schema="pkb.result/0"), "unknown schema"),
+        (lambda d: d.pop("schema"), "unknown schema"),
+        (lambda d: d.update(status="great"), "status: 'great' is not one of"),
+        (lambda d: d.update(mode="tpu"), "mode: 'tpu' is not one of"),
+        (lambda d: d["environment"].update(mode="tpu"), "environment.mode"),
+        (lambda d: d.pop("summary"), "lacks summary"),
+        (lambda d: shape0(d).pop("digests"), "shapes[0] lacks digests"),
+        (lambda d: d["environment"].pop("sandboxed"), "environment lacks sandboxed"),
+        (lambda d: d.update(verdict="fast"), "unknown fields 'verdict'"),
+        (lambda d: d["stages"].update(compile=1.0), "a key of stages: 'compile'"),
+        (lambda d: d["summary"].update(speedup=float("nan")), "summary.speedup must be finite"),
+        (lambda d: shape0(d)["solution"]["per_rank"][1].update(median_us=float("inf")), "per_rank[1].median_us"),
+        (lambda d: d["stages"].update(total=float("nan")), "stages.total must be finite"),
+        (lambda d: shape0(d).update(speedup="fast"), "shapes[0].speedup must be a number, not a string"),
+        (lambda d: d.update(world_size="2"), "world_size must be an integer"),
+        (lambda d: d.update(world_size=True), "world_size must be an integer, not a boolean"),
+        (lambda d: d["settings"].update(iters=4.0), "settings.iters must be an integer"),
+        (lambda d: shape0(d).update(correct=1), "shapes[0].correct must be a boolean"),
+        (lambda d: d.update(shapes="none"), "shapes must be a list"),
+        (lambda d: shape0(d)["dims"].update(M="64"), "shapes[0].dims.M must be an integer"),
+        (lambda d: d.update(reason=None), "reason must be a string, not null"),
+        (lambda d: d["summary"].update(correct=False), "summary.correct disagrees with status 'correct'"),
+        (lambda d: d.update(status="timeout", failing_rank=0), "summary.correct disagrees with status 'timeout'"),
+        (lambda d: d.update(timings_meaningful=True), "timings_meaningful disagrees with mode 'cpu'"),
+        (lambda d: d.update(failing_rank=0), "failing_rank"),
+        (lambda d: shape0(d)["digests"]["solution"].pop(), "world_size (2) entries"),
+        (lambda d: shape0(d)["solution"].update(slowest_rank=2), "shapes[0].solution: slowest_rank"),
+        (lambda d: shape0(d)["solution"]["per_rank"][0].update(batches=0), "per_rank[0]: needs at least one call"),
+        (lambda d: d["shapes"].append(copy.deepcopy(shape0(d))), "shape names repeat"),
+    ],
+)
+def test_malformed_documents_are_refused_with_the_reason(mutate, message):
+    with pytest.raises(InvalidResult) as refused:
+        Result.from_dict(mutated(mutate))
+    assert message in str(refused.value)
+
+
+def test_a_failed_evaluation_has_no_headline_speedup():
+    doc = mutated(lambda d: d["summary"].update(speedup=2.0), gpu_failure())
+    with pytest.raises(InvalidResult, match="summary of a failed evaluation"):
+        Result.from_dict(doc)
+
+
+@pytest.mark.parametrize("doc", [None, [], "correct"])
+def test_a_result_must_be_an_object(doc):
+    with pytest.raises(InvalidResult, match="must be an object"):
+        Result.from_dict(doc)
+
+
+def test_the_model_imports_without_torch_or_django():
+    """GPU worker hosts have no Django, and the worker's own process must never load torch."""
+    code = (
+        "import json, sys; import evaluator.results as r; r.Result.from_dict(json.load(sys.stdin)); "
+        "assert not {'torch', 'django', 'pydantic'} & set(sys.modules), sorted(sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, input=json.dumps(CPU_DOC), capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
 
 
 def test_stats():
     s = results.stats([1.0, 2.0, 3.0, 10.0])
-    assert s == {"mean_us": 4.0, "median_us": 2.5, "std_us": pytest.approx(3.5355, rel=1e-4), "min_us": 1.0,
-                 "max_us": 10.0, "iterations": 4, "batches": 4}
-    assert results.stats([1.0, 2.0], calls_per_sample=10)["iterations"] == 20
+    assert (s.mean_us, s.median_us, s.min_us, s.max_us, s.iterations, s.batches) == (4.0, 2.5, 1.0, 10.0, 4, 4)
+    assert s.std_us == pytest.approx(3.5355, rel=1e-4)
+    assert results.stats([1.0, 2.0], calls_per_sample=10).iterations == 20
 
 
 def test_problem_time_is_the_median_batch_of_the_slowest_rank():
     t = results.timing([[1.0, 1.0], [3.0, 5.0], [2.0, 2.0]])
-    assert t["slowest_rank"] == 1 and t["time_us"] == 4.0
+    assert t.slowest_rank == 1 and t.time_us == 4.0
     # Batch by batch the slowest rank decides; one stalled batch does not move the median.
     t = results.timing([[1.0, 9.0, 1.0], [2.0, 1.0, 2.0]])
-    assert t["time_us"] == 2.0
+    assert t.time_us == 2.0
 
 
 def test_summary_is_geometric_mean_over_shapes():
-    shapes = [{"speedup": 2.0, "roofline": {"utilization": 0.5}, "default": True, "solution": {"time_us": 3.0}},
-              {"speedup": 8.0, "roofline": {"utilization": 0.125}}]
-    s = results.summarize(shapes, "correct")
-    assert s["speedup"] == pytest.approx(4.0) and s["utilization"] == pytest.approx(0.25) and s["solution_us"] == 3.0
-    assert results.summarize(shapes, "incorrect")["speedup"] is None
-
-
-def test_validate_accepts_a_good_document():
-    assert results.validate(copy.deepcopy(DOC))["status"] == "correct"
-
-
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        lambda d: d.update(schema="other/9"),
-        lambda d: d.update(status="great"),
-        lambda d: d.update(mode="tpu"),
-        lambda d: d["summary"].update(correct=False),
-        lambda d: d["summary"].update(speedup=float("nan")),
-        lambda d: d["shapes"][0].update(speedup="fast"),
-        lambda d: d.update(shapes="none"),
-    ],
-)
-def test_validate_refuses_bad_documents(mutate):
-    doc = copy.deepcopy(DOC)
-    mutate(doc)
-    with pytest.raises(results.InvalidResult):
-        results.validate(doc)
+    shapes = Result.from_dict(copy.deepcopy(CPU_DOC)).shapes
+    first, second = shapes[0], copy.deepcopy(shapes[0])
+    roof = lambda u: results.Roofline(t_roof_us=1.0, bound=results.Resource.HBM, phases=[], utilization=u)  # noqa: E731
+    shapes = [results.ShapeResult(**{**vars(first), "speedup": 2.0, "roofline": roof(0.5)}),
+              results.ShapeResult(**{**vars(second), "name": "other", "default": False, "speedup": 8.0,
+                                     "roofline": roof(0.125)})]
+    s = results.summarize(shapes, Status.CORRECT)
+    assert s.speedup == pytest.approx(4.0) and s.utilization == pytest.approx(0.25)
+    assert s.solution_us == first.solution.time_us and s.reference_us == first.reference.time_us
+    failed = results.summarize(shapes, Status.INCORRECT)
+    assert failed.speedup is failed.utilization is failed.solution_us is None and not failed.correct
+    assert results.summarize([], Status.TIMEOUT).reference_us is None
 
 
 def test_log_tail_is_cut():
     text = "x" * (results.LOG_TAIL_CHARS + 50)
     assert results.tail(text).startswith("[... 50 characters cut ...]")
+
+
+def test_schema_names_the_shape():
+    assert Result.from_dict(copy.deepcopy(CPU_DOC)).to_dict()["schema"] == SCHEMA == CPU_DOC["schema"]

@@ -10,8 +10,7 @@ import pytest
 from django.utils import timezone
 
 from dispatch import positions, publish, reaper, tasks, transitions
-from evaluator import RESULT_SCHEMA
-from evaluator.results import summarize, validate
+from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Status, summarize
 
 pytestmark = pytest.mark.django_db
 
@@ -77,23 +76,20 @@ def make_evaluation(db, hardware, django_user_model):
 
 
 def document(status="correct", problem="allreduce", digests=("a" * 64, "b" * 64)):
-    shape = {
-        "name": "default",
-        "dims": {"M": 1024, "N": 1024},
-        "default": True,
-        "correct": status == "correct",
-        "solution": None,
-        "reference": None,
-        "speedup": 2.0 if status == "correct" else None,
-        "roofline": None,
-        "digests": {"solution": list(digests), "reference": list(digests)},
-        "notes": [],
-    }
-    return validate({
-        "schema": RESULT_SCHEMA, "status": status, "reason": "" if status == "correct" else "wrong on rank 1",
-        "problem": problem, "mode": "cpu", "world_size": 2, "shapes": [shape],
-        "summary": summarize([shape], status),
-    })  # fmt: skip
+    status = Status(status)
+    correct = status is Status.CORRECT
+    shape = ShapeResult(
+        name="default", dims={"M": 1024, "N": 1024}, default=True, correct=correct, max_abs_error=0.0,
+        solution=None, reference=None, speedup=2.0 if correct else None, roofline=None,
+        digests=Digests(solution=list(digests), reference=list(digests)), notes=[],
+    )
+    return Result(
+        status=status, reason="" if correct else "wrong on rank 1", failing_rank=None if correct else 1,
+        problem=problem, mode=Mode.CPU, world_size=2, hardware=None, timings_meaningful=False,
+        settings=Settings(warmup=1, iters=3, trials=1, timeout_s=60.0), shapes=[shape],
+        summary=summarize([shape], status), stages={}, environment={"sandboxed": True}, log_tail="",
+        started_at="", finished_at="",
+    ).to_dict()  # fmt: skip
 
 
 def published(evaluation, sent) -> str:
@@ -155,7 +151,7 @@ def test_a_result_delivered_twice_is_stored_once(make_evaluation, sent):
     ev.refresh_from_db()
     assert (ev.state, ev.stage, ev.status, ev.correct, ev.speedup) == ("done", "done", "correct", True, 2.0)
     assert ev.result == first and ev.finished_at is not None
-    assert ev.output_digest == transitions.output_digest(first) and len(ev.output_digest) == 64
+    assert ev.output_digest == transitions.output_digest(Result.from_dict(first)) and len(ev.output_digest) == 64
 
 
 def test_a_result_that_overtook_its_claim_is_stored_and_counts_the_attempt(make_evaluation, sent):

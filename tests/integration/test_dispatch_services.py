@@ -11,8 +11,7 @@ import requests
 from celery import Celery
 from pkb_stack import CORRECT_SOLUTION, SLOW_SOLUTION, csrf_token, free_port, submission_finished, wait_for
 
-from evaluator import RESULT_SCHEMA
-from evaluator.results import summarize, validate
+from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Status, summarize
 from evaluator.worker import RECORD_STAGE, STORE_RESULT, common_settings, declare_queue
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -85,7 +84,7 @@ def test_browser_submission_end_to_end(make_stack, rabbitmq):
     assert (evaluation["state"], evaluation["status"], evaluation["correct"]) == ("done", "correct", True)
     assert evaluation["queue_position"] is None and evaluation["output_digest"]
     detail = browser.get(f"{base}/api/evaluations/{evaluation['id']}").json()
-    validate(detail["result"])
+    Result.from_dict(detail["result"])
     assert detail["result"]["mode"] == "cpu" and detail["result"]["problem"] == "allreduce"
     assert browser.get(f"{base}/submissions/{submission_id}/").status_code == 200
     assert_exactly_once(stack, [evaluation["id"]], stack.evaluations([evaluation["id"]]))
@@ -228,38 +227,36 @@ def _row_if(stack, evaluation, predicate):
 
 
 def _document(status: str) -> dict:
-    correct = status == "correct"
-    shape = {
-        "name": "default",
-        "dims": {"M": 1024, "N": 1024},
-        "default": True,
-        "correct": correct,
-        "max_abs_error": 0.0 if correct else 1.0,
-        "solution": None,
-        "reference": None,
-        "speedup": None,
-        "roofline": None,
-        "digests": {"solution": ["a" * 64, "b" * 64], "reference": ["a" * 64, "b" * 64]},
-        "notes": [],
-    }
-    return validate(
-        {
-            "schema": RESULT_SCHEMA,
-            "status": status,
-            "reason": "" if correct else "wrong sum on rank 1",
-            "failing_rank": None if correct else 1,
-            "problem": "allreduce",
-            "mode": "cpu",
-            "world_size": 2,
-            "hardware": "h100",
-            "timings_meaningful": False,
-            "settings": {"warmup": 1, "iters": 3, "trials": 1, "timeout_s": 60.0},
-            "shapes": [shape],
-            "summary": summarize([shape], status),
-            "stages": {},
-            "environment": {},
-            "log_tail": "",
-            "started_at": "",
-            "finished_at": "",
-        }
+    status = Status(status)
+    correct = status is Status.CORRECT
+    shape = ShapeResult(
+        name="default",
+        dims={"M": 1024, "N": 1024},
+        default=True,
+        correct=correct,
+        max_abs_error=0.0 if correct else 1.0,
+        solution=None,
+        reference=None,
+        speedup=None,
+        roofline=None,
+        digests=Digests(solution=["a" * 64, "b" * 64], reference=["a" * 64, "b" * 64]),
+        notes=[],
     )
+    return Result(
+        status=status,
+        reason="" if correct else "wrong sum on rank 1",
+        failing_rank=None if correct else 1,
+        problem="allreduce",
+        mode=Mode.CPU,
+        world_size=2,
+        hardware="h100",
+        timings_meaningful=False,
+        settings=Settings(warmup=1, iters=3, trials=1, timeout_s=60.0),
+        shapes=[shape],
+        summary=summarize([shape], status),
+        stages={},
+        environment={"sandboxed": True},
+        log_tail="",
+        started_at="",
+        finished_at="",
+    ).to_dict()

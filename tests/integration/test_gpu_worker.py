@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from evaluator import launch, worker
+from evaluator.results import Mode, Result, Settings, Status, summarize
 
 
 class Outbox:
@@ -31,6 +32,15 @@ JOB = worker.Job.from_payload({
 })  # fmt: skip
 
 
+def incorrect_document() -> dict:
+    return Result(
+        status=Status.INCORRECT, reason="rank 1: wrong sum", failing_rank=1, problem="allreduce", mode=Mode.CPU,
+        world_size=2, hardware="h100", timings_meaningful=False, settings=Settings(warmup=1, iters=3, trials=1,
+        timeout_s=60.0), shapes=[], summary=summarize([], Status.INCORRECT), stages={},
+        environment={"sandboxed": True}, log_tail="", started_at="", finished_at="",
+    ).to_dict()  # fmt: skip
+
+
 def test_the_worker_process_loads_neither_torch_nor_the_web_application():
     # (kombu imports django.utils for JSON when Django is installed; GPU hosts do not install it.)
     code = (
@@ -51,7 +61,7 @@ def test_request_carries_the_payload_settings():
 
 
 def test_a_judged_solution_sends_claim_stage_changes_heartbeats_then_the_result(monkeypatch):
-    doc = {"status": "incorrect"}
+    doc = incorrect_document()
     release = threading.Event()
 
     def fake_evaluate(req, on_progress):
@@ -85,6 +95,16 @@ def test_failures_of_the_host_are_reported_never_judged(monkeypatch, error, retr
     name, evaluation, token, reason, retried = outbox.messages[-1]
     assert (name, evaluation, token, retried) == (worker.REPORT_FAILURE, 7, "tok", retry)
     assert str(error) in reason
+    assert worker.STORE_RESULT not in outbox.names()
+
+
+def test_an_invalid_document_is_reported_as_the_evaluators_failure_not_sent(monkeypatch):
+    doc = incorrect_document() | {"status": "great"}
+    monkeypatch.setattr(launch, "evaluate", lambda req, on_progress: doc)
+    outbox = Outbox()
+    assert worker.run_job(JOB, "gpu-a", outbox, heartbeat_s=5) == "failure"
+    name, _, _, reason, retried = outbox.messages[-1]
+    assert name == worker.REPORT_FAILURE and not retried and "invalid result" in reason and "'great'" in reason
     assert worker.STORE_RESULT not in outbox.names()
 
 

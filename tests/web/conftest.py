@@ -79,57 +79,53 @@ def worker():
 def result_document(
     ev, status: str = "correct", speedups=(1.5, 2.0, 3.0), utilization=0.5, digest: str = "a", reason: str = ""
 ) -> dict:
-    """A valid pkb.result/1 document for this evaluation's problem, mode and world size."""
-    from evaluator import RESULT_SCHEMA
-    from evaluator.results import summarize, timing, validate
+    """A valid result document for this evaluation's problem, mode and world size."""
+    from evaluator import results
+    from evaluator.results import Mode, Result, ShapeResult, Status
 
-    correct = status == "correct"
+    status = Status(status)
+    correct = status is Status.CORRECT
+    ranks = ev.world_size
     shapes = []
     for shape, speedup in zip(ev.submission.problem.shapes, speedups, strict=False):
         ref_us = 100.0 * (len(shapes) + 1)
         sol_us = ref_us / speedup if correct else None
+        roof = results.Roofline(t_roof_us=sol_us * utilization, bound=results.Resource.NVLINK, phases=[],
+                                utilization=utilization) if correct else None
         shapes.append(
-            {
-                "name": shape["name"],
-                "dims": shape["dims"],
-                "default": shape.get("default", False),
-                "correct": correct if status in ("correct", "incorrect") else None,
-                "max_abs_error": 0.001 if correct else (0.5 if status == "incorrect" else None),
-                "solution": timing([[sol_us] * 3] * ev.world_size) if correct else None,
-                "reference": timing([[ref_us] * 3] * ev.world_size),
-                "speedup": speedup if correct else None,
-                "roofline": {
-                    "t_roof_us": sol_us * utilization,
-                    "bound": "nvlink",
-                    "phases": [],
-                    "utilization": utilization,
-                }
-                if correct
-                else None,
-                "digests": {"solution": [digest * 64] * ev.world_size, "reference": ["r" * 64] * ev.world_size},
-                "notes": [],
-            }
+            ShapeResult(
+                name=shape["name"],
+                dims=shape["dims"],
+                default=shape.get("default", False),
+                correct=correct if status in (Status.CORRECT, Status.INCORRECT) else None,
+                max_abs_error=0.001 if correct else (0.5 if status is Status.INCORRECT else None),
+                solution=results.timing([[sol_us] * 3] * ranks) if correct else None,
+                reference=results.timing([[ref_us] * 3] * ranks),
+                speedup=speedup if correct else None,
+                roofline=roof,
+                digests=results.Digests(solution=[digest * 64] * ranks, reference=["r" * 64] * ranks),
+                notes=[],
+            )
         )
-    doc = {
-        "schema": RESULT_SCHEMA,
-        "status": status,
-        "reason": reason or ("" if correct else f"{status} on rank 1"),
-        "failing_rank": None if correct else 1,
-        "problem": ev.submission.problem.slug,
-        "mode": ev.mode,
-        "world_size": ev.world_size,
-        "hardware": ev.hardware.slug,
-        "timings_meaningful": ev.mode == "gpu",
-        "settings": {"warmup": 3, "iters": 3, "trials": 2, "timeout_s": 60.0},
-        "shapes": shapes,
-        "summary": summarize(shapes, status),
-        "stages": {},
-        "environment": {"torch": "test"},
-        "log_tail": "compiler output: secret-ish line",
-        "started_at": "",
-        "finished_at": "",
-    }
-    return validate(doc)
+    mode = Mode(ev.mode)
+    return Result(
+        status=status,
+        reason=reason or ("" if correct else f"{status} on rank 1"),
+        failing_rank=None if correct else 1,
+        problem=ev.submission.problem.slug,
+        mode=mode,
+        world_size=ranks,
+        hardware=ev.hardware.slug,
+        timings_meaningful=mode.timings_meaningful,
+        settings=results.Settings(warmup=3, iters=3, trials=2, timeout_s=60.0),
+        shapes=shapes,
+        summary=results.summarize(shapes, status),
+        stages={},
+        environment={"torch": "test", "sandboxed": True},
+        log_tail="compiler output: secret-ish line",
+        started_at="",
+        finished_at="",
+    ).to_dict()
 
 
 @pytest.fixture
