@@ -6,6 +6,8 @@ from typing import Annotated, Any
 from ninja import Field, Schema
 from pydantic import StringConstraints
 
+from evaluator.results import Mode, Stage, Status
+
 SLUG = r"^[-a-zA-Z0-9_]{1,100}$"
 MODEL_TAG = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$"
 LABEL = r"^[^\x00-\x1f\x7f]{0,100}$"
@@ -46,7 +48,7 @@ class HardwareOut(Schema):
     name: str
     profile: str
     gpu_count: int
-    mode: str
+    mode: Mode
     nvls: bool
     bf16_tc: float
     fp32: float
@@ -71,10 +73,10 @@ class EvaluationSummary(Schema):
     id: int
     hardware: str
     world_size: int
-    mode: str
+    mode: Mode
     state: str
-    stage: str
-    status: str | None
+    stage: Stage
+    status: Status | None
     queue_position: int | None
     correct: bool | None
     speedup: float | None
@@ -160,8 +162,8 @@ class PairOut(Schema):
     submission_id: int
     problem: str
     model_tag: str
-    status_a: str | None
-    status_b: str | None
+    status_a: Status | None
+    status_b: Status | None
     speedup_a: float | None
     speedup_b: float | None
     bitwise_identical: bool | None

@@ -9,20 +9,16 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.db.models import Count, Q
 
+from evaluator.results import FailureKind, Status
 from leaderboards import metrics
 from leaderboards.cache import cached
 from leaderboards.ranking import current
 from submissions.models import Evaluation, Hardware, Problem
 
-CORRECT = Q(status="correct", hidden=False)
+CORRECT = Q(status=Status.CORRECT.value, hidden=False)
 # An admin-rejected result counts as a rejection, whatever the evaluator said.
-STATUS_FILTERS = {
-    "compile_error": Q(status="compile_error", hidden=False),
-    "runtime_error": Q(status="runtime_error", hidden=False),
-    "incorrect": Q(status="incorrect", hidden=False),
-    "timeout": Q(status="timeout", hidden=False),
-    "rejected": Q(status="rejected") | Q(hidden=True),
-}
+STATUS_FILTERS = {kind.value: Q(status=kind.value, hidden=False) for kind in FailureKind}
+STATUS_FILTERS[FailureKind.REJECTED.value] = Q(status=FailureKind.REJECTED.value) | Q(hidden=True)
 
 
 def _fast_key(i: int) -> str:
@@ -86,7 +82,7 @@ def _scores(model: str, rows: list[dict], n_problems: int) -> ModelScores:
         roof_u=[metrics.estimate(pairs(_roof_key(i)), n_problems) for i in range(len(metrics.U_GRID))],
         pass_at={k: metrics.estimate(pairs("correct_n"), n_problems, k) for k in ks},
         fast1_at={k: metrics.estimate(pairs(_fast_key(one)), n_problems, k) for k in ks},
-        failures={kind: sum(r[kind] for r in rows) for kind in metrics.FAILURE_KINDS},
+        failures={kind: sum(r[kind] for r in rows) for kind in STATUS_FILTERS},
     )
 
 

@@ -15,23 +15,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import comb
 
+from evaluator.results import FailureKind, Status
+
 P_GRID = tuple(round(0.1 * i, 1) for i in range(31))  # 0.0 .. 3.0
 U_GRID = tuple(round(0.05 * i, 2) for i in range(21))  # 0.00 .. 1.00
 K_CHOICES = (1, 2, 3, 5, 10, 20, 50, 100)
-FAILURE_KINDS = ("compile_error", "runtime_error", "incorrect", "timeout", "rejected")
 
 
 @dataclass(frozen=True)
 class Sample:
     """One sample's judged outcome on one hardware."""
 
-    status: str
+    status: Status
     speedup: float | None = None
     utilization: float | None = None
 
     @property
     def correct(self) -> bool:
-        return self.status == "correct"
+        return self.status == Status.CORRECT
 
 
 def is_fast(sample: Sample, p: float) -> bool:
@@ -101,4 +102,4 @@ def pass_rate(per_problem: Mapping[str, list[Sample]], n_problems: int, k: int =
 
 def failure_breakdown(samples: Iterable[Sample]) -> dict[str, int]:
     counted = Counter(s.status for s in samples)
-    return {kind: counted.get(kind, 0) for kind in FAILURE_KINDS}
+    return {kind.value: counted.get(kind, 0) for kind in FailureKind}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.db.models import Count, F, Max, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from evaluator.results import Status
 from leaderboards.cache import cached
 from submissions.models import Evaluation, Hardware, Problem
 
@@ -28,7 +29,7 @@ def current(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
 
 def eligible(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
     """Current results that may rank."""
-    return current(hardware).filter(status="correct", hidden=False, speedup__isnull=False)
+    return current(hardware).filter(status=Status.CORRECT.value, hidden=False, speedup__isnull=False)
 
 
 ORDER = (F("speedup").desc(), F("submission__created_at").asc(), F("pk").asc())

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from evaluator.results import FailureKind
 from leaderboards import metrics
 from leaderboards.cache import results_version
 from leaderboards.comparisons import compare_hardware, compare_models, model_tags
@@ -47,7 +48,7 @@ def _model_panel(comparison, index: int) -> dict:
         ),
         "failure_chart": charts.bar(
             fail_labels,
-            {kind: [s.failures[kind] for s in scores] for kind in metrics.FAILURE_KINDS},
+            {kind.value: [s.failures[kind] for s in scores] for kind in FailureKind},
             "model",
             "failed samples",
             stacked=True,
