@@ -19,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 
 from evaluator import sandbox
+from evaluator.results import Mode
 
 REPO = Path(settings.BASE_DIR)
 PROFILES = (("H200", "h200"), ("H100", "h100"), ("B200", "b200"))
@@ -49,9 +50,9 @@ def local_hardware(gpu_names: list[str]) -> LocalHardware:
     """Two CPU ranks without a GPU; one rank per GPU (gpu mode) with GPUs. The roofline profile
     comes from the first GPU's name (H100 numbers when it is none of the known ones)."""
     if not gpu_names:
-        return LocalHardware("cpu", "h100", 2, "cpu")
+        return LocalHardware("cpu", "h100", 2, Mode.CPU.value)
     profile = next((key for marker, key in PROFILES if marker in gpu_names[0].upper()), "h100")
-    return LocalHardware(f"{profile}x{len(gpu_names)}", profile, len(gpu_names), "gpu")
+    return LocalHardware(f"{profile}x{len(gpu_names)}", profile, len(gpu_names), Mode.GPU.value)
 
 
 def ensure_hardware(hw: LocalHardware) -> bool:

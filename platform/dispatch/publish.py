@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import Case, F, PositiveIntegerField, When
 from django.utils import timezone
 
+from evaluator.results import Stage
 from evaluator.worker import EVALUATE_TASK, declare_queue
 from pkb_site.celery import app
 from submissions.models import Evaluation
@@ -118,7 +119,7 @@ def requeue(evaluation_id: int, old_token: uuid.UUID, reason: str, countdown: fl
         pk=evaluation_id, dispatch_token=old_token, state__in=("queued", "running")
     ).update(
         state="queued",
-        stage="queued",
+        stage=Stage.QUEUED.value,
         attempts=unclaimed_attempt(),  # a failure report that overtook its claim
         dispatch_token=token,
         worker="",

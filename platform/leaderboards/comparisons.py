@@ -211,13 +211,13 @@ class HardwareComparison:
 
 PAIRS_SQL = """
 SELECT count(*),
-       count(*) FILTER (WHERE a.status = 'correct' AND b.status = 'correct'),
+       count(*) FILTER (WHERE a.status = %(correct)s AND b.status = %(correct)s),
        count(*) FILTER (WHERE a.output_digest = b.output_digest),
        count(*) FILTER (WHERE a.output_digest IS NOT NULL AND b.output_digest IS NOT NULL),
        exp(avg(ln(b.speedup / a.speedup)) FILTER (WHERE a.speedup > 0 AND b.speedup > 0))
   FROM submissions_evaluation a
   JOIN submissions_evaluation b ON b.submission_id = a.submission_id
- WHERE a.hardware_id = %s AND b.hardware_id = %s
+ WHERE a.hardware_id = %(a)s AND b.hardware_id = %(b)s
    AND a.state = 'done' AND b.state = 'done' AND NOT a.superseded AND NOT b.superseded
    AND NOT a.hidden AND NOT b.hidden
 """
@@ -227,9 +227,9 @@ def pair_summary(a: Hardware, b: Hardware, problem: Problem | None) -> tuple:
     """(pairs, both correct, identical digests, digests compared, geometric mean of b/a speedups)."""
 
     def compute() -> tuple:
-        sql, params = PAIRS_SQL, [a.pk, b.pk]
+        sql, params = PAIRS_SQL, {"a": a.pk, "b": b.pk, "correct": Status.CORRECT.value}
         if problem is not None:
-            sql, params = sql + " AND a.problem_id = %s", [*params, problem.pk]
+            sql, params = sql + " AND a.problem_id = %(problem)s", {**params, "problem": problem.pk}
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return tuple(cursor.fetchone())

@@ -20,6 +20,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from evaluator.launch import CPU_DEFAULTS
+from evaluator.results import Mode
 from evaluator.worker import (
     broker_url,
     common_settings,
@@ -48,20 +49,20 @@ PKB_BROKER_DIR = default_broker_dir()
 PKB_EVAL_TIMEOUT_S = _number("PKB_EVAL_TIMEOUT_S", 900.0)
 PKB_EVAL_SLACK_S = _number("PKB_EVAL_SLACK_S", 120.0)
 PKB_EVAL_SETTINGS = {
-    "gpu": {
+    Mode.GPU.value: {
         "warmup": _optional_int("PKB_EVAL_WARMUP", None),
         "iters": _optional_int("PKB_EVAL_ITERS", None),
         "trials": _optional_int("PKB_EVAL_TRIALS", None),
         "shapes": "all",
     },
-    "cpu": {
+    Mode.CPU.value: {
         "warmup": _optional_int("PKB_CPU_EVAL_WARMUP", CPU_DEFAULTS["warmup"]),
         "iters": _optional_int("PKB_CPU_EVAL_ITERS", CPU_DEFAULTS["iters"]),
         "trials": _optional_int("PKB_CPU_EVAL_TRIALS", CPU_DEFAULTS["trials"]),
         "shapes": os.environ.get("PKB_CPU_EVAL_SHAPES", "").strip() or CPU_DEFAULTS["shapes"],
     },
 }
-PKB_EVAL_SETTINGS["shared-gpu"] = PKB_EVAL_SETTINGS["cpu"] | {"shapes": "all"}
+PKB_EVAL_SETTINGS[Mode.SHARED_GPU.value] = PKB_EVAL_SETTINGS[Mode.CPU.value] | {"shapes": "all"}
 
 # Fault tolerance.
 PKB_MAX_ATTEMPTS = int(_number("PKB_MAX_ATTEMPTS", 3))  # deliveries that started, before "failed"

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from evaluator.results import Stage
 from submissions.models import BACKENDS, Evaluation, Hardware, Problem, Submission
 from submissions.queueing import enqueue_on_commit
 from submissions.validation import validate_code
@@ -94,7 +95,7 @@ def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_
             world_size=world_size_for(s.problem, hw),
             mode=hw.mode,
             state="queued",
-            stage="queued",
+            stage=Stage.QUEUED.value,
             queued_at=now,
             requested_by=requested_by,
         )

@@ -10,9 +10,10 @@ from django.utils import timezone
 
 import tasks
 from evaluator import roofline
+from evaluator.results import Mode
 from submissions.models import Hardware, Problem
 
-CPU_HARDWARE = {"slug": "cpu", "name": "CPU (gloo, 2 processes)", "profile": "h100", "gpu_count": 2, "mode": "cpu"}
+CPU_HARDWARE = {"slug": "cpu", "name": "CPU (gloo, 2 processes)", "profile": "h100", "gpu_count": 2, "mode": Mode.CPU.value}
 
 
 def problem_fields(spec) -> dict:
@@ -57,7 +58,7 @@ def sync_problems() -> Counter:
     return counts
 
 
-def hardware_from_profile(slug: str, profile: str, gpu_count: int, mode: str = "gpu", name: str = "") -> Hardware:
+def hardware_from_profile(slug: str, profile: str, gpu_count: int, mode: str = Mode.GPU.value, name: str = "") -> Hardware:
     """An unsaved Hardware row whose numbers are copied from a profile."""
     p = roofline.profile(profile)
     numbers = {f: getattr(p, f) for f in Hardware.PROFILE_FIELDS}
