@@ -32,12 +32,12 @@ import torch.distributed as dist
 
 from evaluator import checks, transport
 from evaluator.loading import LoadedProblem, load_problem
-from evaluator.results import SIDES
+from evaluator.results import SIDES, FailureKind, Mode, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
 # it reads back. On a GPU shared by every rank (shared-gpu), each rank gets a part.
-BATCH_MEMORY_BYTES = {"cpu": 256 << 20, "shared-gpu": 1 << 30, "gpu": 4 << 30}
+BATCH_MEMORY_BYTES = {Mode.CPU: 256 << 20, Mode.SHARED_GPU: 1 << 30, Mode.GPU: 4 << 30}
 MAX_BATCH = 50  # calls per timed batch
 MIN_TIMED_BATCHES = 10  # the timed calls are split into at least this many batches per side
 CANARY = 0xFF  # fills output slots before each batch: NaN in floats, -1 in integers
@@ -64,7 +64,7 @@ def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed:
 class Verdict(Exception):
     """Ends the evaluation on this rank with a status (raised on the rank that found it)."""
 
-    def __init__(self, status: str, reason: str, detail: str = "", origin: int | None = None):
+    def __init__(self, status: Status, reason: str, detail: str = "", origin: int | None = None):
         super().__init__(reason)
         self.status, self.reason, self.detail, self.origin = status, reason, detail, origin
 
@@ -97,7 +97,7 @@ class Channel:
         except (OSError, ValueError):
             msg = {}
         if msg.get("seq") != self._seq or msg.get("kind") != kind:
-            raise Verdict("rejected", "the evaluator's input channel was read by someone else (seeds out of sequence)")
+            raise Verdict(Status.REJECTED, "the evaluator's input channel was read by someone else (seeds out of sequence)")
         self._seq += 1
         return msg
 
@@ -141,24 +141,25 @@ class Link:
         try:
             transport.send(self.sock, message, fds)
         except OSError:
-            raise Verdict("runtime_error", f"{self.who}'s process ended without answering ({message['op']})") from None
+            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({message['op']})") from None
 
     def answer(self, op: str) -> dict:
         try:
             reply, _ = transport.recv(self.sock)
         except (EOFError, OSError):
-            raise Verdict("runtime_error", f"{self.who}'s process ended without answering ({op})") from None
+            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({op})") from None
         except transport.ProtocolError as exc:
-            raise Verdict("rejected", f"{self.who}'s process broke the evaluator's protocol: {exc}") from None
+            raise Verdict(Status.REJECTED, f"{self.who}'s process broke the evaluator's protocol: {exc}") from None
         if reply.get("ok") is True:
             return reply
         reason = str(reply.get("reason", "no reason given"))[:2000]
         detail = str(reply.get("traceback", ""))[-8000:]
         if reply.get("ok") is not False:
-            raise Verdict("rejected", f"{self.who}'s process broke the evaluator's protocol: {reply!r:.200}")
+            raise Verdict(Status.REJECTED, f"{self.who}'s process broke the evaluator's protocol: {reply!r:.200}")
         if self.side == "reference":
-            raise Verdict("runtime_error", f"the reference raised {reason}", detail)
-        kind = reply.get("kind") if reply.get("kind") in ("compile_error", "runtime_error") else "runtime_error"
+            raise Verdict(Status.RUNTIME_ERROR, f"the reference raised {reason}", detail)
+        loading_kinds = (FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR)  # what a player may name
+        kind = Status(reply["kind"]) if reply.get("kind") in loading_kinds else Status.RUNTIME_ERROR
         prefix = "importing the solution failed" if op == "load" else "solution raised"
         raise Verdict(kind, f"{prefix}: {reason}" if op == "load" else f"{prefix} {reason}", detail)
 
@@ -198,7 +199,7 @@ class Judge:
         self.rank, self.world = cfg["rank"], cfg["world_size"]
         self.mode = cfg["mode"]
         self.stages = Stages()
-        self.on_gpu = self.mode != "cpu"
+        self.on_gpu = self.mode != Mode.CPU
         self.problem: LoadedProblem | None = None
         self.player_fds = fds
         self.links: dict[str, Link] = {}
@@ -208,12 +209,12 @@ class Judge:
 
     # -- set-up ---------------------------------------------------------------------------------
     def start(self) -> None:
-        with self.stages("init"):
-            if self.mode == "gpu":
+        with self.stages(StageTime.INIT):
+            if self.mode == Mode.GPU:
                 if torch.cuda.device_count() <= self.rank:
                     raise HostError(f"gpu mode needs {self.world} GPUs, found {torch.cuda.device_count()}")
                 self.device = torch.device("cuda", self.rank)
-            elif self.mode == "shared-gpu":
+            elif self.mode == Mode.SHARED_GPU:
                 if not torch.cuda.is_available():
                     raise HostError("shared-gpu mode needs a CUDA GPU")
                 self.device = torch.device("cuda", 0)
@@ -226,7 +227,7 @@ class Judge:
                                     world_size=self.world, timeout=timedelta(seconds=self.cfg["timeout_s"]))
             self.links = {side: Link(fd, side, self.device) for side, fd in zip(SIDES, self.player_fds)}
             init = {"op": "init", "rank": self.rank, "world": self.world, "timeout_s": self.cfg["timeout_s"],
-                    "backend": "nccl" if self.mode == "gpu" else "gloo",
+                    "backend": "nccl" if self.mode == Mode.GPU else "gloo",
                     "device": str(self.device)}
             for side, link in self.links.items():
                 link.send({**init, "store": self.cfg["player_stores"][side]})
@@ -261,7 +262,7 @@ class Judge:
             result = fn(*args)
         except Verdict as verdict:
             failure = verdict
-        if failure is not None and failure.status != "incorrect" and not self.cfg.get("selfcheck"):
+        if failure is not None and failure.status != Status.INCORRECT and not self.cfg.get("selfcheck"):
             self.report(failure)
         self.agree(failure)
         return result
@@ -272,8 +273,8 @@ class Judge:
     def build(self) -> None:
         """Rank 0's player imports (and so builds) the solution first; the others then load the
         cached build."""
-        self.progress("building")
-        with self.stages("build"):
+        self.progress(Stage.BUILDING)
+        with self.stages(StageTime.BUILD):
             self.guarded(self.load, "reference", self.cfg["reference"])
             for turn in (0, 1):
                 if (self.rank == 0) == (turn == 0):
@@ -371,20 +372,20 @@ class Judge:
     def _outputs(self, reply: dict, k: int) -> list:
         outputs = reply.get("outputs")
         if not isinstance(outputs, list) or len(outputs) != k or not all(isinstance(o, dict) for o in outputs):
-            raise Verdict("rejected", "a player answered with the wrong number of outputs")
+            raise Verdict(Status.REJECTED, "a player answered with the wrong number of outputs")
         return outputs
 
     @staticmethod
     def _needed(side: str, reply: dict, batch: Batch) -> int:
         needed = reply.get("needed")
         if not isinstance(needed, int) or needed < 0:
-            raise Verdict("rejected", "a player answered with an unreadable output size")
+            raise Verdict(Status.REJECTED, "a player answered with an unreadable output size")
         if side == "solution":
             # The reference ran first: outputs much larger than its are wrong, and would only
             # take the judge's memory.
             largest = max(checks.nbytes(o) for o in batch.read["reference"])
             if needed > 2 * largest + (1 << 20):
-                raise Verdict("incorrect", f"the solution's outputs take {needed} bytes, the reference's {largest}")
+                raise Verdict(Status.INCORRECT, f"the solution's outputs take {needed} bytes, the reference's {largest}")
         return needed
 
     def read_outputs(self, side: str, reply: dict, arena: transport.Arena, offset: int, cap: int, batch: Batch) -> Any:
@@ -399,7 +400,7 @@ class Judge:
         except transport.BadOutput as exc:
             if side == "reference":
                 raise
-            raise Verdict("rejected", f"the solution's process described its outputs falsely: {exc}") from None
+            raise Verdict(Status.REJECTED, f"the solution's process described its outputs falsely: {exc}") from None
         return checks.clone_tree(views)
 
     def tolerance_for(self, output_index: int) -> Tolerance:
@@ -428,7 +429,7 @@ class Judge:
                 err = max(err, inplace_err)
             if message is not None:
                 call = f" (call {i + 1} of {len(batch.sets)})" if len(batch.sets) > 1 else ""
-                raise Verdict("incorrect", message + call)
+                raise Verdict(Status.INCORRECT, message + call)
             worst = max(worst, err)
         return worst
 
@@ -451,10 +452,10 @@ class Judge:
     def evaluate_shape(self, shape: dict) -> dict:
         dims = shape["dims"]
         result: dict[str, Any] = {"name": shape["name"], "notes": []}
-        self.progress("checking", shape=shape["name"])
+        self.progress(Stage.CHECKING, shape=shape["name"])
         self.out_capacity = 0  # trials deliver in two steps and size the slots for the timed calls
         largest = 0
-        with self.stages("correctness"):
+        with self.stages(StageTime.CORRECTNESS):
             worst = 0.0
             for _ in range(self.cfg["trials"]):
                 seed = self.channel.next_seed("trial")
@@ -464,7 +465,7 @@ class Judge:
         if self.cfg["iters"] > 0:
             self.out_capacity = transport.aligned(int(largest * OUTPUT_MARGIN)) or transport.ALIGN
             worst = max(worst, self.time_shape(dims, result))
-        with self.stages("digest"):
+        with self.stages(StageTime.DIGEST):
             public = self.channel.next_seed("public")
             self.out_capacity = 0
             batch, err = self.pair(lambda: [self.inputs(dims, public["seed"], public["shared_seed"], portable=True)])
@@ -478,7 +479,7 @@ class Judge:
         """Calls per timed batch: enough to amortize the protocol's fixed cost, within memory."""
         sample = self.inputs(dims, seed["seed"], seed["shared_seed"])
         per_call = 5 * transport.input_bytes(list(sample)) + 4 * self.out_capacity
-        budget = BATCH_MEMORY_BYTES[self.mode] // (self.world if self.mode == "shared-gpu" else 1)
+        budget = BATCH_MEMORY_BYTES[self.mode] // (self.world if self.mode == Mode.SHARED_GPU else 1)
         by_count = max(1, math.ceil(self.cfg["iters"] / MIN_TIMED_BATCHES))
         sizes: list[Any] = [None] * self.world
         dist.all_gather_object(sizes, max(1, min(MAX_BATCH, by_count, budget // max(1, per_call))))
@@ -501,14 +502,14 @@ class Judge:
             return sets
 
         worst = 0.0
-        self.progress("timing", shape=result["name"])
-        with self.stages("warmup"):
+        self.progress(Stage.TIMING, shape=result["name"])
+        with self.stages(StageTime.WARMUP):
             for b in range(math.ceil(self.cfg["warmup"] / k)):
                 _, err = self.pair(lambda: fresh_sets(k), order=SIDES if b % 2 == 0 else SIDES[::-1])
                 worst = max(worst, err)
         samples: dict[str, list[int]] = {side: [] for side in SIDES}
         empty: dict[str, list[int]] = {side: [] for side in SIDES}
-        with self.stages("timing"):
+        with self.stages(StageTime.TIMING):
             for b in range(max(1, math.ceil(self.cfg["iters"] / k))):
                 order = SIDES if b % 2 == 0 else SIDES[::-1]
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
@@ -551,7 +552,7 @@ class Judge:
         self.reported = True
         message = {"type": "final", "rank": self.rank, "stages": self.stages.seconds, "shapes": shapes or []}
         if verdict is None:
-            message["status"] = "correct"
+            message["status"] = Status.CORRECT
         else:
             origin = self.rank if verdict.origin is None else verdict.origin
             message.update(status=verdict.status, reason=verdict.reason, detail=verdict.detail[-8000:], origin=origin)
@@ -569,7 +570,7 @@ class Judge:
         except Verdict as verdict:
             self.report(verdict, shapes)
             return
-        self.progress("done")
+        self.progress(Stage.DONE)
         self.report(None, shapes)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 import tasks
+from evaluator.results import FailureKind
 from tasks.spec import InputContext, Tolerance
 
 PKB_TOLERANCE = Tolerance(atol=1e-2, rtol=1e-2, reason="the public suite's allclose tolerance")
@@ -124,16 +125,16 @@ def load_target(target: dict) -> Callable[..., Any]:
     raise ValueError(f"unknown target {target!r}")
 
 
-def failure_kind(exc: BaseException) -> str:
+def failure_kind(exc: BaseException) -> FailureKind:
     """compile_error for syntax errors and kernel build failures (load_inline, Triton); else runtime_error."""
     if isinstance(exc, (SyntaxError, NoSolution)):
-        return "compile_error"
+        return FailureKind.COMPILE_ERROR
     kind = type(exc)
     if "CompilationError" in kind.__name__ or kind.__module__.startswith("triton.compiler"):
-        return "compile_error"
+        return FailureKind.COMPILE_ERROR
     text = str(exc)
     if "Error building extension" in text or "Error compiling objects for extension" in text:
-        return "compile_error"
+        return FailureKind.COMPILE_ERROR
     if isinstance(exc, ImportError) and "undefined symbol" in text:  # a built extension that cannot link
-        return "compile_error"
-    return "runtime_error"
+        return FailureKind.COMPILE_ERROR
+    return FailureKind.RUNTIME_ERROR

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from evaluator.isolation_init import limit_resources, process_tree
+from evaluator.results import Mode
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +62,7 @@ def player_environment(rank: int, world_size: int, mode: str, home: Path, build_
     # The ranks of one side meet over loopback, the only interface of their network namespace
     # (gloo would otherwise bind the address the host name resolves to, absent there).
     env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
-    if mode == "shared-gpu":
+    if mode == Mode.SHARED_GPU:
         # Lets symmetric-memory rendezvous accept several ranks on one device.
         env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"
     return env
