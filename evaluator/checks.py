@@ -100,6 +100,15 @@ def allowed_error(expected: torch.Tensor, tol: Tolerance) -> torch.Tensor:
     return (atol + tol.rtol * e.abs()).where(finite, torch.zeros_like(e))
 
 
+def _as_float64(t: torch.Tensor) -> torch.Tensor:
+    """Float64 values to compare; a complex tensor as (..., 2) real and imaginary parts (a cast to
+    float64 would keep the real parts only)."""
+    t = t.detach()
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    return t.double()
+
+
 def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> tuple[str | None, float]:
     if type(got) is not torch.Tensor:  # noqa: E721 - subclasses (lazy or lying tensors) are refused
         what = getattr(got, "what", None) or f"{type(got).__module__}.{type(got).__qualname__}"
@@ -114,7 +123,7 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
         return None, 0.0
     is_float = exp.is_floating_point() or exp.is_complex()
     if is_float:
-        g, e = got.detach().double(), exp.detach().double()
+        g, e = _as_float64(got), _as_float64(exp)
         g_bad, e_bad = ~torch.isfinite(g), ~torch.isfinite(e)
         if bool((g_bad & ~e_bad).any()):
             idx = int((g_bad & ~e_bad).reshape(-1).nonzero()[0])

@@ -65,6 +65,15 @@ def test_a_float_scalar_output_follows_the_same_rule():
     assert checks.compare_outputs(11.1, 10.0, lambda _i: tol)[0] is not None
 
 
+def test_complex_outputs_are_compared_in_both_parts():
+    tol = Tolerance(atol=1e-6, rtol=0.0, reason="test")
+    expected = torch.randn(64, dtype=torch.complex64)
+    wrong_imag = torch.complex(expected.real, -expected.imag)
+    assert checks.compare_outputs(expected.clone(), expected, lambda _i: tol)[0] is None
+    message, _ = checks.compare_outputs(wrong_imag, expected, lambda _i: tol)
+    assert message is not None and "mismatch" in message
+
+
 def _problem(tolerance, world_sizes=(2, 4)) -> Problem:
     return Problem(id="t", title="t", level=1, parallelism="collective", origin="t", description="t",
                    shapes=tuple(Shape(n, {"N": 1}, default=n == "a") for n in "abc"), roofline=lambda d, w, t: [],
