@@ -14,6 +14,8 @@ PROBLEMS = {
     "gnn_feature_exchange_all2all_backward": 66,
     "gnn_sparse_embedding_all2all": 67,
     "gnn_negative_scoring": 69,
+    "dinov2_distributed_knn": 79,
+    "dinov2_distributed_sinkhorn_knopp": 80,
 }
 W = 4
 
@@ -72,3 +74,25 @@ def test_roofline_gnn_negative_scoring():
     assert phases("gnn_negative_scoring") == [
         ("rank + all_gather ranks", 257000, 257 * 1001 * 2 + 4 * 257 * 8, 3 * 257 * 8)
     ]
+
+
+def test_roofline_dinov2_distributed_knn():
+    # Q = 32 queries per rank (G = 128 in all), T = 8192 train features of D = 384, K = 200
+    # candidates of a bf16 similarity and an int64 label (10 bytes).
+    gather, merge = phases("dinov2_distributed_knn")
+    assert gather[1:] == (
+        2 * 128 * 8192 * 384,
+        (8192 * 384 + 128 * 384 + 3 * 32 * 384) * 2 + 128 * 200 * 10,
+        3 * 32 * 384 * 2,
+    ) == (805306368, 6719488, 73728)
+    assert merge[1:] == (0, 4 * 32 * 200 * 10 + 32 * 200 * 10, 3 * 32 * 200 * 10) == (0, 320000, 192000)
+
+
+def test_roofline_dinov2_distributed_sinkhorn_knopp():
+    # B = 1024 samples x P = 16384 prototypes, fp32: four passes, three all-reduces of P sums.
+    x = 1024 * 16384
+    passes = [(4 * x, 4 * x, 0)] * 3
+    reduces = [(0, 2 * 4 * 16384, 2 * 3 / 4 * 4 * 16384)] * 3
+    got = [ph[1:] for ph in phases("dinov2_distributed_sinkhorn_knopp")]
+    assert got[0:6:2] == passes and got[1:6:2] == reduces and reduces[0][2] == 98304
+    assert got[6] == (4 * x, 8 * x, 0)
