@@ -1,11 +1,15 @@
-"""Every problem's reference timed against an identical copy of itself, one evaluation per problem:
-the reference time on this machine (the figure solutions are compared with) and how far apart two
-timings of the same code land (the noise a ranking has to beat; the goal is a few percent).
+"""Timing noise: every problem's reference judged against an identical copy of itself (the reference's
+source submitted as the solution), on every shape. Identical code must read 1.0: the speedup, its
+95% interval (evaluator/timing_stats.py), whether the interval holds 1.0, how the timing ended, and
+the evaluation's wall time, once with adaptive timing (the default budget per shape) and, with
+--compare-fixed, once with the fixed schedule (exactly --iters calls), to show what adaptivity costs.
 
-    python bench/suite_timings.py --mode gpu --world-size 2 [--problems a,b] [--shape default] [--json out.json]
+    python bench/suite_timings.py --mode gpu --world-size 1 [--problems a,b] [--shapes all|default|NAME]
+    python bench/suite_timings.py --mode cpu --world-size 2 --compare-fixed
+    python bench/suite_timings.py --mode gpu --world-size 1 --pkb-root CHECKOUT --problems 9,12,13 --dims 1024,1024
 
 Problems whose world sizes exclude --world-size are skipped. In `cpu` and `shared-gpu` modes the
-timings mean nothing; those modes only check that the script runs.
+timings rank nothing: there the table shows how wide the intervals are.
 """
 
 from __future__ import annotations
@@ -24,75 +28,116 @@ from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
-from evaluator.launch import EvaluationRequest, evaluate  # noqa: E402
+from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, evaluate  # noqa: E402
 
 
-def measure(problem_id: str, args) -> dict:
-    problem = tasks.get(problem_id)
-    shape = problem.default_shape.name if args.shape == "default" else args.shape
+def _jobs(args) -> list[tuple[str, str | None, str]]:
+    """(problem, shape name or None for a --pkb-root base shape, the solution's source)."""
+    if args.pkb_root:
+        root = Path(args.pkb_root)
+        jobs = []
+        for number in args.problems.split(","):
+            (path,) = root.glob(f"reference/{int(number)}_*.py")
+            jobs.append((number, None, path.read_text()))
+        return jobs
+    ids = args.problems.split(",") if args.problems else list(tasks.problems())
+    jobs = []
+    for pid in ids:
+        problem = tasks.get(pid)
+        if args.world_size not in problem.world_sizes:
+            continue
+        names = [s.name for s in problem.shapes] if args.shapes == "all" else (
+            [problem.default_shape.name] if args.shapes == "default" else [args.shapes])
+        jobs += [(pid, name, tasks.reference_source(pid)) for name in names]
+    return jobs
+
+
+def measure(problem: str, shape: str | None, code: str, budget_s: float, args) -> dict:
     t0 = time.perf_counter()
-    doc = evaluate(
-        EvaluationRequest(
-            problem=problem_id, solution_code=tasks.reference_source(problem_id), world_size=args.world_size,
-            mode=args.mode, shapes=[shape], trials=args.trials, warmup=args.warmup, iters=args.iters,
-            timeout_s=args.timeout,
-        )
-    )  # fmt: skip
-    row = {"problem": problem_id, "shape": shape, "status": doc["status"], "reason": doc["reason"],
-           "wall_s": time.perf_counter() - t0}  # fmt: skip
-    if doc["status"] == "correct":
-        s = doc["shapes"][0]
-        copy, ref = s["solution"], s["reference"]
-        row.update(
-            reference_us=ref["time_us"], copy_us=copy["time_us"], ratio=copy["time_us"] / ref["time_us"],
-            median_ratio=copy["per_rank"][copy["slowest_rank"]]["median_us"]
-            / ref["per_rank"][ref["slowest_rank"]]["median_us"],
-            utilization=(s.get("roofline") or {}).get("utilization"), notes=s["notes"],
-        )  # fmt: skip
+    doc = evaluate(EvaluationRequest(
+        problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
+        shapes=[shape] if shape else None, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
+        warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
+    ))  # fmt: skip
+    row = {"problem": problem, "shape": shape or "base", "status": doc["status"], "reason": doc["reason"],
+           "wall_s": time.perf_counter() - t0, "budget_s": budget_s}  # fmt: skip
+    s = doc["shapes"][0] if doc["shapes"] else None
+    if doc["status"] == "correct" and s and s["speedup"] is not None:
+        low, high = s["speedup_interval"]
+        run = s["timing_run"]
+        row.update(reference_us=s["reference"]["time_us"], speedup=s["speedup"], low=low, high=high,
+                   pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"])
     return row
 
 
-def report(rows: list[dict], console: Console) -> None:
+def report(rows: list[dict], fixed: dict, console: Console) -> None:
     table = Table(title="reference against an identical copy of itself")
-    for col in ("problem", "shape", "status", "reference us", "copy us", "copy / ref", "medians", "roofline"):
+    for col in ("problem", "shape", "status", "reference us", "speedup", "95% interval", "holds 1", "pairs",
+                "wall s", "fixed wall s"):
         table.add_column(col, justify="left" if col in ("problem", "shape", "status") else "right")
     for r in rows:
-        if r["status"] != "correct":
-            table.add_row(r["problem"], r["shape"], r["status"], "", "", "", "", "")
+        f = fixed.get((r["problem"], r["shape"]))
+        fixed_wall = f"{f['wall_s']:.1f}" if f else "-"
+        if "speedup" not in r:
+            table.add_row(r["problem"], r["shape"], r["status"], "", "", "", "", "", f"{r['wall_s']:.1f}", fixed_wall)
             continue
-        util = f"{100 * r['utilization']:.1f}%" if r.get("utilization") is not None else "-"
-        table.add_row(r["problem"], r["shape"], r["status"], f"{r['reference_us']:.1f}", f"{r['copy_us']:.1f}",
-                      f"{r['ratio']:.3f}", f"{r['median_ratio']:.3f}", util)  # fmt: skip
-    console.print(table)
-    timed = [abs(r["ratio"] - 1) for r in rows if r["status"] == "correct"]
-    if timed:
-        console.print(
-            f"{len(timed)} timed: |copy / ref - 1| median {100 * statistics.median(timed):.1f}%, "
-            f"worst {100 * max(timed):.1f}%, over 5%: {sum(d > 0.05 for d in timed)}"
+        holds = r["low"] <= 1.0 <= r["high"]
+        table.add_row(
+            r["problem"], r["shape"], r["status"], f"{r['reference_us']:.1f}", f"{r['speedup']:.3f}",
+            f"{r['low']:.3f}-{r['high']:.3f}", "yes" if holds else "[red]no", f"{r['pairs']} {r['stop']}",
+            f"{r['wall_s']:.1f}", fixed_wall,
         )
-    failed = [r for r in rows if r["status"] != "correct"]
-    for r in failed:
-        console.print(f"[red]{r['problem']}: {r['status']}: {r['reason']}")
+    console.print(table)
+    timed = [r for r in rows if "speedup" in r]
+    if timed:
+        off = [abs(r["speedup"] - 1) for r in timed]
+        half = [max(r["speedup"] - r["low"], r["high"] - r["speedup"]) / r["speedup"] for r in timed]
+        console.print(
+            f"{len(timed)} timed: |speedup - 1| median {100 * statistics.median(off):.1f}%, worst {100 * max(off):.1f}%; "
+            f"interval half-width median {100 * statistics.median(half):.1f}%, worst {100 * max(half):.1f}%; "
+            f"intervals without 1.0: {sum(not (r['low'] <= 1 <= r['high']) for r in timed)}; "
+            f"point estimates outside [0.97, 1.03]: {sum(d > 0.03 for d in off)}"
+        )
+    if fixed:
+        pairs = [(r["wall_s"], fixed[(r["problem"], r["shape"])]["wall_s"]) for r in rows
+                 if (r["problem"], r["shape"]) in fixed]
+        ratios = [a / b for a, b in pairs]
+        console.print(f"wall time adaptive / fixed: median {statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x; "
+                      f"total {sum(a for a, _ in pairs):.0f} s / {sum(b for _, b in pairs):.0f} s")
+    for r in rows:
+        if r["status"] != "correct":
+            console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {r['reason']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="gpu", choices=["cpu", "shared-gpu", "gpu"])
-    parser.add_argument("--world-size", type=int, default=2)
-    parser.add_argument("--problems", help="comma-separated ids; default: every problem that runs at this world size")
-    parser.add_argument("--shape", default="default", help="a shape name, or 'default' for each problem's default")
+    parser.add_argument("--world-size", type=int, default=1)
+    parser.add_argument("--problems", help="comma-separated ids (public numbers with --pkb-root); default: all")
+    parser.add_argument("--shapes", default="all", help="'all', 'default', or one shape name")
+    parser.add_argument("--pkb-root", help="a public-suite checkout: judge its references (with --problems)")
+    parser.add_argument("--dims", type=lambda v: dict(zip("MN", map(int, v.split(",")))), help="M,N with --pkb-root")
     parser.add_argument("--trials", type=int, default=1)
-    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--iters", type=int, default=100)
+    parser.add_argument("--budget", type=float, default=DEFAULT_TIMING_BUDGET_S, help="timing budget per shape, s")
+    parser.add_argument("--compare-fixed", action="store_true", help="also time each with the fixed schedule")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    ids = args.problems.split(",") if args.problems else list(tasks.problems())
-    ids = [p for p in ids if args.world_size in tasks.get(p).world_sizes]
-    rows = [measure(p, args) for p in track(ids, description=f"{args.mode}, world {args.world_size}")]
-    report(rows, Console(width=140))
+    if args.pkb_root and not args.problems:
+        parser.error("--pkb-root needs --problems")
+    jobs = _jobs(args)
+    rows = [measure(p, s, code, args.budget, args)
+            for p, s, code in track(jobs, description=f"{args.mode}, world {args.world_size}")]
+    fixed = {}
+    if args.compare_fixed:
+        for p, s, code in track(jobs, description="fixed schedule"):
+            row = measure(p, s, code, 0.0, args)
+            fixed[(row["problem"], row["shape"])] = row
+    report(rows, fixed, Console(width=160))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
     sys.exit(0 if all(r["status"] == "correct" for r in rows) else 1)
 
 

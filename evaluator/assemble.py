@@ -7,9 +7,10 @@ import re
 import subprocess
 from datetime import datetime, timezone
 
-from evaluator import results
-from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Side, StageTime, Status
+from evaluator import results, timing_stats
+from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Side, StageTime, Status, TimingRun
 from evaluator.roofline import profile, profiles, roofline
+from evaluator.timing_stats import TimingStop
 
 GPU_PROFILES = {"H200": "h200", "H100": "h100", "B200": "b200"}
 
@@ -88,12 +89,18 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         rows = [s for s in (r.final or {}).get("shapes", []) if s.get("name") == shape["name"]]
         reports.append(rows[0] if rows else None)
     complete = all(reports)
-    solution = reference = speedup = roof = digests = None
+    solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
-        calls = reports[0].get("batch", {}).get("calls", 1)
+        batch = reports[0]["batch"]
+        calls = batch["calls"]
         solution = results.timing([s["solution_us"] for s in reports], calls)
         reference = results.timing([s["reference_us"] for s in reports], calls)
-        speedup = reference.time_us / solution.time_us if solution.time_us > 0 else None
+        ratio = timing_stats.paired_ratio(results.slowest_per_batch([s["reference_us"] for s in reports]),
+                                          results.slowest_per_batch([s["solution_us"] for s in reports]))
+        if ratio is not None:
+            speedup, speedup_interval = ratio.value, [ratio.low, ratio.high]
+        timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],
+                               stop=TimingStop(batch["stop"]), seconds=batch["seconds"])
     if complete:
         digests = Digests(solution=[s["digest_solution"] for s in reports],
                           reference=[s["digest_reference"] for s in reports])
@@ -106,6 +113,7 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         max_abs_error=max((s["max_abs_error"] for s in reports if s), default=None),
         solution=solution, reference=reference, speedup=speedup, roofline=roof, digests=digests,
         notes=sorted({n for s in reports if s for n in s.get("notes", [])}),
+        speedup_interval=speedup_interval, timing_run=timing_run,
     )
 
 
@@ -134,7 +142,8 @@ def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: fl
         world_size=req.world_size,
         hardware=hw_key,
         timings_meaningful=mode.timings_meaningful,
-        settings=Settings(warmup=req.warmup, iters=req.iters, trials=req.trials, timeout_s=req.timeout_s),
+        settings=Settings(warmup=req.warmup, iters=req.iters, trials=req.trials, timeout_s=req.timeout_s,
+                          timing_budget_s=req.timing_budget_s),
         shapes=shape_entries,
         summary=results.summarize(shape_entries, status),
         stages=stages,

@@ -48,7 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     run.add_argument("--dims", type=_dims, help="a custom shape, e.g. M=64,N=128 (or M,N for --pkb-root)")
     run.add_argument("--warmup", type=int, help="warm-up calls per side; default 500, in cpu mode 3")
-    run.add_argument("--iters", type=int, help="timed calls per side; default 100, in cpu mode 10")
+    run.add_argument("--iters", type=int, help="the fewest timed calls per side; default 100, in cpu mode 10")
+    run.add_argument("--timing-budget", type=float, dest="timing_budget_s",
+                     help="seconds per shape for more timed calls while the speedup's 95%% interval is wider "
+                          "than +-1%%; 0 for exactly --iters calls; default 2")
     run.add_argument("--trials", type=int, help="correctness trials per shape; default 5, in cpu mode 3")
     run.add_argument("--timeout", type=float, default=600.0, help="hard limit for the whole evaluation, seconds")
     run.add_argument("--pkb-root", help="a ParallelKernelBench checkout to take the problem from")
@@ -82,10 +85,10 @@ def request_from_args(args, code: str, console: Console):
     import tasks
     from evaluator.launch import CPU_DEFAULTS, EvaluationRequest
 
-    settings = {"warmup": args.warmup, "iters": args.iters, "trials": args.trials}
+    settings = {"warmup": args.warmup, "iters": args.iters, "trials": args.trials, "timing_budget_s": args.timing_budget_s}
     shapes = args.shapes
     if args.mode == Mode.CPU:
-        settings = {k: CPU_DEFAULTS[k] if v is None else v for k, v in settings.items()}
+        settings = {k: CPU_DEFAULTS.get(k) if v is None else v for k, v in settings.items()}
         if shapes is None and args.dims is None and not args.pkb_root:
             shapes = [tasks.get(args.problem).default_shape.name]
             if not args.quiet:
@@ -150,18 +153,20 @@ def print_summary(result: Result, console: Console) -> None:
     if result.reason:
         console.print(result.reason)
     table = Table(title=None if result.timings_meaningful else "timings NOT meaningful in this mode")
-    for col in ("shape", "dims", "correct", "solution us", "± std", "reference us", "speedup", "T_roof us", "bound", "util"):
+    for col in ("shape", "dims", "correct", "solution us", "reference us", "speedup", "95% interval", "pairs",
+                "T_roof us", "bound", "util"):
         table.add_column(col, justify="right")
+
+    def f(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
     for s in result.shapes:
-        sol, ref, roof = s.solution, s.reference, s.roofline
-        slow = sol.per_rank[sol.slowest_rank] if sol else None
-
-        def f(v, fmt="{:.1f}"):
-            return "-" if v is None else fmt.format(v)
-
+        sol, ref, roof, run = s.solution, s.reference, s.roofline, s.timing_run
+        interval = "-" if s.speedup_interval is None else "{:.3f}-{:.3f}".format(*s.speedup_interval)
         table.add_row(
             s.name, ",".join(f"{k}={v}" for k, v in s.dims.items()), f(s.correct, "{}"),
-            f(sol and sol.time_us), f(slow and slow.std_us), f(ref and ref.time_us), f(s.speedup, "{:.2f}x"),
+            f(sol and sol.time_us), f(ref and ref.time_us), f(s.speedup, "{:.3f}x"), interval,
+            f"{run.pairs} ({run.stop})" if run else "-",
             f(roof and roof.t_roof_us, "{:.2f}"), roof.bound if roof else "-", f(roof and roof.utilization, "{:.1%}"),
         )
     console.print(table)

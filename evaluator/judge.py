@@ -30,9 +30,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator import checks, transport
+from evaluator import checks, timing_stats, transport
 from evaluator.loading import LoadedProblem, load_problem
-from evaluator.results import SIDES, FailureKind, Mode, Stage, StageTime, Status
+from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status, slowest_per_batch
 from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
@@ -59,6 +59,18 @@ def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed:
     ctx = InputContext(rank, world, dims, problem.dtype, device, rng, shared, portable_draws)
     made = problem.make_inputs(ctx)
     return tuple(made) if isinstance(made, (tuple, list)) else (made,)
+
+
+def fixed_cost_ns(rows: list[tuple[int, int, int, int]]) -> int:
+    """The protocol's fixed cost per batch on one rank: the faster side's median empty batch (a
+    player can slow its own empty batches, never speed them past the protocol's)."""
+    return min(sorted(column)[len(column) // 2] for column in ([r[2] for r in rows], [r[3] for r in rows]))
+
+
+def per_call_us(rows: list[tuple[int, int, int, int]], calls: int) -> tuple[list[float], list[float]]:
+    """One rank's (reference, solution) time per call in each pair, less the fixed cost."""
+    fixed = fixed_cost_ns(rows)
+    return ([max(0, r[0] - fixed) / calls / 1e3 for r in rows], [max(0, r[1] - fixed) / calls / 1e3 for r in rows])
 
 
 class Verdict(Exception):
@@ -486,9 +498,11 @@ class Judge:
         return min(sizes)  # every rank runs the same batches
 
     def time_shape(self, dims: dict, result: dict) -> float:
-        """Warm-up batches, then timed ones, each on fresh inputs and fully checked; the sides
-        alternate which goes first, and each timed batch is paired with an empty one that
-        measures the protocol's fixed cost."""
+        """Warm-up batches, then timed pairs: one batch per side on the same fresh inputs, fully
+        checked, the sides alternating which goes first, each batch followed by an empty one that
+        measures the protocol's fixed cost. After the requested calls, pairs continue while the
+        speedup's interval is wider than its target and the shape's time budget lasts; every judge
+        decides on the same gathered samples, so all ranks stop after the same pair."""
         seed = self.channel.next_seed("timing")
         counter = iter(range(1, 1 << 62))
         k = self.batch_size(dims, seed)
@@ -502,27 +516,38 @@ class Judge:
             return sets
 
         worst = 0.0
-        self.progress(Stage.TIMING, shape=result["name"])
-        with self.stages(StageTime.WARMUP):
+        self.progress("timing", shape=result["name"])
+        with self.stages("warmup"):
             for b in range(math.ceil(self.cfg["warmup"] / k)):
                 _, err = self.pair(lambda: fresh_sets(k), order=SIDES if b % 2 == 0 else SIDES[::-1])
                 worst = max(worst, err)
-        samples: dict[str, list[int]] = {side: [] for side in SIDES}
-        empty: dict[str, list[int]] = {side: [] for side in SIDES}
-        with self.stages(StageTime.TIMING):
-            for b in range(max(1, math.ceil(self.cfg["iters"] / k))):
-                order = SIDES if b % 2 == 0 else SIDES[::-1]
+        min_pairs = max(1, math.ceil(self.cfg["iters"] / k))
+        budget_s = float(self.cfg.get("timing_budget_s") or 0.0)
+        # pairs[r] = (reference ns, solution ns, reference empty ns, solution empty ns) of rank r's judge
+        pairs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(self.world)]
+        t0 = time.perf_counter()
+        with self.stages("timing"):
+            stop = None
+            while stop is None:
+                order = SIDES if len(pairs[0]) % 2 == 0 else SIDES[::-1]
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
                 worst = max(worst, err)
-                for side in order:
-                    samples[side].append(batch.ns[side])
-                    empty[side].append(self.guarded(self.run_empty, side, batch))
-        # The fixed cost is the faster side's median empty batch: a player can slow its own
-        # empty batches, never speed them past the protocol's.
-        fixed = min(sorted(e)[len(e) // 2] for e in empty.values())
-        for side in SIDES:
-            result[f"{side}_us"] = [max(0, ns - fixed) / k / 1e3 for ns in samples[side]]
-        result["batch"] = {"calls": k, "batches": len(samples["solution"]), "fixed_us": fixed / 1e3}
+                empty = {side: self.guarded(self.run_empty, side, batch) for side in order}
+                mine = (batch.ns[Side.REFERENCE], batch.ns[Side.SOLUTION], empty[Side.REFERENCE], empty[Side.SOLUTION])
+                gathered: list[Any] = [None] * self.world
+                # Rank 0's clock decides the budget, so that every rank reads the same elapsed time.
+                dist.all_gather_object(gathered, (mine, time.perf_counter() - t0))
+                for r, (row, _elapsed) in enumerate(gathered):
+                    pairs[r].append(row)
+                per_call = [per_call_us(rows, k) for rows in pairs]
+                ratio = timing_stats.paired_ratio(
+                    slowest_per_batch([ref for ref, _ in per_call]), slowest_per_batch([sol for _, sol in per_call]))
+                stop = timing_stats.stop_reason(ratio, len(pairs[0]), gathered[0][1], budget_s,
+                                                timing_stats.MAX_PAIRS, min_pairs=min_pairs)
+        reference_us, solution_us = per_call_us(pairs[self.rank], k)
+        result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
+        result["batch"] = {"calls": k, "batches": len(reference_us), "fixed_us": fixed_cost_ns(pairs[self.rank]) / 1e3,
+                           "stop": str(stop), "seconds": time.perf_counter() - t0}
         return worst
 
     def environment(self) -> dict:

@@ -20,7 +20,11 @@ from enum import Enum, StrEnum
 from functools import cache
 from typing import Any, TypedDict
 
-SCHEMA = "pkb.result/1"
+from evaluator.timing_stats import TimingStop, median_interval
+
+SCHEMA = "pkb.result/2"
+# Older shapes still read: /1 lacked the timing intervals (fields that default to None here).
+READABLE_SCHEMAS = ("pkb.result/1", SCHEMA)
 LOG_TAIL_CHARS = 16_000
 
 
@@ -132,9 +136,24 @@ class Timing:
     time_us: float  # median over batches of the slowest rank's time per call
     per_rank: list[RankStats]
     slowest_rank: int  # the rank with the largest median
+    interval_us: list[float] | None = None  # [low, high]: 95% interval of time_us (evaluator/timing_stats.py)
 
     def __post_init__(self) -> None:
         _require(0 <= self.slowest_rank < len(self.per_rank), "slowest_rank is not one of per_rank")
+        _require(self.interval_us is None or (len(self.interval_us) == 2 and self.interval_us[0] <= self.interval_us[1]),
+                 "interval_us must be [low, high]")
+
+
+@dataclass(frozen=True)
+class TimingRun:
+    """How a shape was timed: pairs of batches (one batch per side on the same fresh inputs),
+    each batch `calls_per_batch` calls, less the protocol's fixed cost per batch, until `stop`."""
+
+    calls_per_batch: int
+    pairs: int
+    fixed_us: float  # the protocol's cost per batch (an empty batch), subtracted from every batch
+    stop: TimingStop
+    seconds: float  # wall time the timed pairs took
 
 
 @dataclass(frozen=True)
@@ -176,6 +195,8 @@ class ShapeResult:
     roofline: Roofline | None
     digests: Digests | None
     notes: list[str]
+    speedup_interval: list[float] | None = None  # [low, high]: 95% interval of speedup
+    timing_run: TimingRun | None = None
 
 
 @dataclass(frozen=True)
@@ -192,9 +213,10 @@ class Summary:
 @dataclass(frozen=True)
 class Settings:
     warmup: int
-    iters: int
+    iters: int  # the fewest timed calls per side; more while the speedup's interval is wide
     trials: int
     timeout_s: float
+    timing_budget_s: float | None = None  # per shape, for the calls beyond `iters` (0: none)
 
 
 class _Sandboxing(TypedDict):
@@ -269,7 +291,8 @@ class Result:
     def from_dict(cls, doc: Any) -> Result:
         """The document received from a worker (or read back), checked field by field."""
         _require(isinstance(doc, dict), f"a result must be an object, not {_kind(doc)}")
-        _require(doc.get("schema") == SCHEMA, f"unknown schema {doc.get('schema')!r}, expected {SCHEMA!r}")
+        _require(doc.get("schema") in READABLE_SCHEMAS,
+                 f"unknown schema {doc.get('schema')!r}, expected one of {', '.join(map(repr, READABLE_SCHEMAS))}")
         return _parse(cls, {k: v for k, v in doc.items() if k != "schema"}, "")
 
 
@@ -304,7 +327,11 @@ def _at(path: str, key: Any) -> str:
 def _fields(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
     """(type of each key, the keys that must be there) of a dataclass or TypedDict."""
     hints = typing.get_type_hints(cls)
-    return hints, frozenset(hints) if dataclasses.is_dataclass(cls) else cls.__required_keys__
+    if not dataclasses.is_dataclass(cls):
+        return hints, cls.__required_keys__
+    # A field with a default came in a later schema: documents of an earlier one lack it.
+    defaulted = {f.name for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    return hints, frozenset(hints) - defaulted
 
 
 def _parse(tp: Any, value: Any, path: str) -> Any:
@@ -374,8 +401,15 @@ def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> 
     stall of the host on one batch must not move it (and no batch is ever measured again)."""
     per_rank = [stats(s, calls_per_batch) for s in per_rank_samples_us]
     slowest = max(range(len(per_rank)), key=lambda r: per_rank[r].median_us)
-    per_batch = [max(batch) for batch in zip(*per_rank_samples_us)]
-    return Timing(time_us=statistics.median(per_batch), per_rank=per_rank, slowest_rank=slowest)
+    per_batch = slowest_per_batch(per_rank_samples_us)
+    low, high, _coverage = median_interval(per_batch)
+    return Timing(time_us=statistics.median(per_batch), per_rank=per_rank, slowest_rank=slowest,
+                  interval_us=[low, high])
+
+
+def slowest_per_batch(per_rank_samples_us: list[list[float]]) -> list[float]:
+    """The problem's time in each batch: its slowest rank's."""
+    return [max(batch) for batch in zip(*per_rank_samples_us)]
 
 
 def geomean(values: Iterable[float | None]) -> float | None:

@@ -33,7 +33,7 @@ ATTACKS = HERE / "attacks"
 REPO_ROOT = HERE.parent.parent
 
 # Few calls on tiny shapes: the whole CPU part of this suite has a budget of a few minutes.
-FAST = {"warmup": 2, "iters": 8, "trials": 2, "timeout_s": 60}
+FAST = {"warmup": 2, "iters": 8, "trials": 2, "timeout_s": 60, "timing_budget_s": 0}
 # The mode the attacks written for cpu mode run in: on a GPU host, `PKB_ADVERSARIAL_MODE=shared-gpu`
 # runs the whole suite with its ranks on one GPU (and `gpu` where it has a GPU per rank).
 DEFAULT_MODE = os.environ.get("PKB_ADVERSARIAL_MODE", "cpu")

@@ -23,19 +23,23 @@ def rank_stats(median: float) -> dict:
 
 # As `python -m evaluator run --problem allgather --mode cpu --shape small --hardware h100` writes it.
 CPU_DOC = {
-    "schema": "pkb.result/1", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
+    "schema": "pkb.result/2", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
     "mode": "cpu", "world_size": 2, "hardware": "h100", "timings_meaningful": False,
-    "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0},
+    "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0, "timing_budget_s": 2.0},
     "shapes": [{
         "name": "small", "dims": {"M": 64, "N": 1024}, "default": True, "correct": True, "max_abs_error": 0.0,
-        "solution": {"time_us": 1553.897, "per_rank": [rank_stats(1413.289), rank_stats(1553.897)], "slowest_rank": 1},
-        "reference": {"time_us": 1128.399, "per_rank": [rank_stats(614.4445), rank_stats(1128.399)], "slowest_rank": 1},
+        "solution": {"time_us": 1553.897, "per_rank": [rank_stats(1413.289), rank_stats(1553.897)], "slowest_rank": 1,
+                     "interval_us": [1490.5, 1601.25]},
+        "reference": {"time_us": 1128.399, "per_rank": [rank_stats(614.4445), rank_stats(1128.399)], "slowest_rank": 1,
+                      "interval_us": [1100.0, 1180.5]},
         "speedup": 0.7261736138238248,
         "roofline": {"t_roof_us": 0.29127111111111115, "bound": "nvlink", "phases": [{
             "name": "allgather", "compute_us": 0.0, "hbm_us": 0.11737791044776119, "nvlink_us": 0.29127111111111115,
             "time_us": 0.29127111111111115, "bound": "nvlink"}], "utilization": None},
         "digests": {"solution": [DIGEST, DIGEST], "reference": [DIGEST, DIGEST]},
         "notes": [],
+        "speedup_interval": [0.69, 0.77],
+        "timing_run": {"calls_per_batch": 1, "pairs": 34, "fixed_us": 517.82, "stop": "budget", "seconds": 2.04},
     }],
     "summary": {"correct": True, "speedup": 0.7261736138238248, "utilization": None, "solution_us": 1553.897,
                 "reference_us": 1128.399},
@@ -54,7 +58,8 @@ def gpu_failure() -> dict:
     doc = copy.deepcopy(CPU_DOC)
     shape = copy.deepcopy(doc["shapes"][0])
     shape.update(name="large", default=False, correct=False, max_abs_error=0.25, solution=None, reference=None,
-                 speedup=None, digests=None, notes=["outputs differ from the reference's"])
+                 speedup=None, digests=None, notes=["outputs differ from the reference's"], speedup_interval=None,
+                 timing_run=None)
     doc["shapes"][0]["roofline"]["utilization"] = 0.0002
     doc.update(status="incorrect", reason="rank 1: wrong sum", failing_rank=1, mode="gpu", timings_meaningful=True,
                shapes=[doc["shapes"][0], shape], stages={"startup": None, "total": 9.5},
@@ -70,6 +75,22 @@ def test_a_document_reads_and_writes_back_unchanged(doc):
     assert result.to_dict() == doc
     assert json.dumps(result.to_dict()) == json.dumps(doc)  # same keys in the same order, plain JSON values
     assert Result.from_dict(result.to_dict()) == result
+
+
+def test_a_first_schema_document_reads_with_its_later_fields_empty():
+    old = copy.deepcopy(CPU_DOC)
+    old["schema"] = "pkb.result/1"
+    del old["settings"]["timing_budget_s"]
+    shape = old["shapes"][0]
+    for key in ("speedup_interval", "timing_run"):
+        del shape[key]
+    for side in ("solution", "reference"):
+        del shape[side]["interval_us"]
+    written = Result.from_dict(old).to_dict()
+    assert written["schema"] == SCHEMA
+    assert written["settings"]["timing_budget_s"] is None
+    assert written["shapes"][0]["speedup_interval"] is None and written["shapes"][0]["timing_run"] is None
+    assert written["shapes"][0]["solution"]["interval_us"] is None
 
 
 def test_the_model_is_typed():

@@ -1,6 +1,7 @@
 import pytest
 
 from accounts.models import ApiToken
+from evaluator.results import SCHEMA
 from submissions.models import Evaluation, Submission
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +55,7 @@ def test_submit_poll_and_results(
 
     ev_id = body["evaluations"][0]["id"]
     public = client.get(f"/api/evaluations/{ev_id}").json()
-    assert public["result"]["schema"] == "pkb.result/1" and "log_tail" not in public["result"]
+    assert public["result"]["schema"] == SCHEMA and "log_tail" not in public["result"]
     assert "log_tail" in client.get(f"/api/evaluations/{ev_id}", headers=auth).json()["result"]
 
     board = client.get("/api/leaderboards/allreduce/cpu").json()
