@@ -93,7 +93,9 @@ def test_gpu_mode_timing_agrees_with_an_independent_measurement(tmp_path):
                                      shapes=["large"], timeout_s=420))
     assert doc["status"] == "correct", doc["reason"]
     sol = doc["shapes"][0]["solution"]["per_rank"][0]
-    assert sol["iterations"] == 100 and sol["std_us"] >= 0 and sol["min_us"] <= sol["median_us"] <= sol["max_us"]
+    assert sol["iterations"] >= 100 and sol["std_us"] >= 0 and sol["min_us"] <= sol["median_us"] <= sol["max_us"]
+    low, high = doc["shapes"][0]["solution"]["interval_us"]
+    assert low <= doc["shapes"][0]["solution"]["time_us"] <= high
     (tmp_path / "solution.py").write_text(GPU_BOUND_SOLUTION)
     env = {**os.environ, **NO_MULTICAST, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run([sys.executable, "-c", INDEPENDENT_TIMER, str(tmp_path / "solution.py")],
