@@ -98,7 +98,9 @@ def test_every_world_size_of_a_problem_has_an_atol():
 def test_the_suite_declares_every_relaxation():
     relaxed = {p.id for p in tasks.problems().values() for t in (p.tolerance if isinstance(p.tolerance, tuple) else (p.tolerance,))
                if t.relaxation}
-    assert relaxed == {"blocked_fp8_quantize", "importance_sampling_loss"}
+    # Each one reviewed: an fp8 output by contract, exp() amplifying bf16 rounding, iterated fp32
+    # normalisation. A new relaxation must be added here deliberately.
+    assert relaxed == {"blocked_fp8_quantize", "importance_sampling_loss", "dinov2_distributed_sinkhorn_knopp"}
 
 
 def test_public_suite_problems_keep_the_public_contract():
