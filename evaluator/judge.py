@@ -324,7 +324,10 @@ class Judge:
 
     # -- running calls --------------------------------------------------------------------------
     def write_inputs(self, link: Link, sets: list[tuple]) -> list[Any]:
-        sizes = [transport.input_bytes(s) for s in sets]
+        try:
+            sizes = [transport.input_bytes(s) for s in sets]
+        except transport.Unsupported as exc:
+            raise HostError(f"the problem's inputs cannot be sent to a player: {exc}") from None
         arena = link.ensure_arena("in", sum(sizes))
         trees, offset = [], 0
         try:

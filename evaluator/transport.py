@@ -255,6 +255,7 @@ class Unsupported(TypeError):
 def input_bytes(tree: Any) -> int:
     """Bytes the tensors of an input tree take in an arena."""
     if isinstance(tree, torch.Tensor):
+        _require_strided(tree)
         return aligned(storage_span(list(tree.shape), list(tree.stride())) * tree.element_size())
     if isinstance(tree, (list, tuple)):
         return sum(input_bytes(v) for v in tree)
@@ -267,6 +268,13 @@ def input_bytes(tree: Any) -> int:
 
 
 PLAIN = (bool, int, float, str, type(None))
+
+
+def _require_strided(t: torch.Tensor) -> None:
+    """Arenas hold dense tensors: one block of memory with shape and strides. A sparse tensor has
+    no strides (its indices and values would travel as two tensors, which nothing here does yet)."""
+    if t.layout != torch.strided:
+        raise Unsupported(f"a {str(t.layout).removeprefix('torch.')} tensor input: only dense (strided) tensors travel")
 
 
 def _plain(value: Any) -> bool:
@@ -319,6 +327,7 @@ def encode_inputs(tree: Any, arena: Arena, offset: int, pristine: list) -> tuple
     its JSON description and the next free offset. Each written view is appended to `pristine`
     as (source tensor, arena view), so the judge can check later which inputs changed."""
     if isinstance(tree, torch.Tensor):
+        _require_strided(tree)
         shape, stride = list(tree.shape), list(tree.stride())
         view = arena.view(offset, shape, tree.dtype, stride)
         view.copy_(tree.detach())
