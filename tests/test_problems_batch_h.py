@@ -1,4 +1,4 @@
-"""Problems 30 and 32 of the public suite: metadata, each roofline against a hand calculation at
+"""Problems 30, 32 and 62 of the public suite: metadata, each roofline against a hand calculation at
 its default shape (W = 4, bf16 = 2 bytes), the draws, and every reference on a real gloo group
 (W = 2) against the whole problem computed without torch.distributed in float64."""
 
@@ -21,6 +21,7 @@ from tasks.spec import LEVELS, PARALLELISM, RTOL_LIMIT, InputContext, Tolerance
 PKB_IDS = {
     "moe_epgroupgemm_lora_backward": 30,
     "fused_moe_fwd_lora": 32,
+    "torchharmonics_spherical_convolution": 62,
 }
 PROBLEM_IDS = tuple(PKB_IDS)
 WORLD = 2
@@ -89,6 +90,22 @@ def test_roofline_of_moe_epgroupgemm_lora_backward():
     assert bound("moe_epgroupgemm_lora_backward") == "nvlink"
 
 
+def test_roofline_of_torchharmonics_spherical_convolution():
+    # B = 8, C = 8, K = 3, NLAT = 32, NLON = 64, W = 4: P = A = 2, nl = 16, ml = 32, Cl = 4.
+    x = 8 * 8 * 16 * 32 * 4
+    y = 8 * 4 * 3 * 32 * 64 * 4
+    assert phases("torchharmonics_spherical_convolution") == [
+        (0, 2 * x, x / 2),
+        (2 * (3 * 32 * 8 / 2) * 8 * 4 * 64, 3 * 32 * 16 * 64 * 4 + 8 * 4 * 16 * 64 * 4 + y, 0),
+        (y / 8, 1.5 * y, y / 2),
+        (0, y, y / 4),
+        (2 * 8 * 8 * 8 * 3 * 16 * 32, y / 2 + 8 * 8 * 3 * 4 + x, 0),
+    ]
+    assert bound("torchharmonics_spherical_convolution") == "nvlink"
+    # W = 2: one polar rank, nothing to reduce.
+    assert phases("torchharmonics_spherical_convolution", 2)[2][2] == 0
+
+
 # ---------------------------------------------------------------------------------------------
 # The draws.
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +130,19 @@ def test_routing_is_unambiguous(world):
             experts, top_k = rest[-3], rest[-2]
             logits = (x.double() @ gw.double().T + gb.double()).sort(dim=1, descending=True).values
             assert experts == 8 and float((logits[:, top_k - 1] - logits[:, top_k]).min()) > 1.0
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sphere_draws(world):
+    """psi is the same sphere-wide basis on every rank (each its latitude rows), 8 local nonzeros
+    per row; the field blocks differ."""
+    ins = rank_inputs("torchharmonics_spherical_convolution", world)
+    polar, azimuth = SPHERE.grid(world)
+    assert all(torch.equal(ins[p * azimuth][1], ins[p * azimuth + a][1]) for p in range(polar) for a in range(azimuth))
+    psi = torch.cat([ins[p * azimuth][1].reshape(3, 8, 8 // polar, 16) for p in range(polar)], dim=2)
+    nonzero = (psi != 0).sum(dim=(2, 3))
+    assert int(nonzero.max()) <= 8 and int(nonzero.min()) >= 4
+    assert not torch.equal(ins[0][0], ins[1][0])
 
 
 def test_adapters_matter():
@@ -161,11 +191,37 @@ def sim_moe_lora(ins, world, dtype=torch.float64, wire=None):
     return outs
 
 
+def sphere_conv(ins, world, dtype=torch.float64, wire=None):
+    """The whole field convolved on one process; `wire` rounds the field before the contraction.
+    Returns every rank's block of the output."""
+    polar, azimuth = SPHERE.grid(world)
+    x = torch.cat([torch.cat([ins[p * azimuth + a][0] for a in range(azimuth)], dim=-1) for p in range(polar)], dim=2)
+    x = x.to(dtype) if wire is None else x.to(wire).to(dtype)
+    b, c, nlat, nlon = x.shape
+    kernel = ins[0][1].shape[0]
+    psi = torch.cat([ins[p * azimuth][1].reshape(kernel, nlat, nlat // polar, nlon) for p in range(polar)], dim=2)
+    psi = psi.to(dtype)
+    # turned[b, c, q, i, j] = x[b, c, i, (j + q) mod nlon]
+    idx = (torch.arange(nlon)[:, None] + torch.arange(nlon)[None, :]) % nlon
+    turned = x[:, :, :, idx].permute(0, 1, 3, 2, 4)
+    y = torch.einsum("koij,bcqij->bckoq", psi, turned)
+    weight, bias = ins[0][2].to(dtype), ins[0][8].to(dtype)
+    out = torch.einsum("bckoq,dck->bdoq", y, weight) + bias.reshape(1, -1, 1, 1)
+    nl, ml = nlat // polar, nlon // azimuth
+    return [(out[:, :, (r // azimuth) * nl:(r // azimuth + 1) * nl, (r % azimuth) * ml:(r % azimuth + 1) * ml],)
+            for r in range(world)]
+
+
 def sim_grad_sum(ins, world):
     return [tuple(sum(i[j].double() for i in ins) for j in range(3)) for _ in ins]
 
 
-SIMS = {"moe_epgroupgemm_lora_backward": sim_grad_sum, "fused_moe_fwd_lora": sim_moe_lora}
+SIMS = {
+    "moe_epgroupgemm_lora_backward": sim_grad_sum,
+    "fused_moe_fwd_lora": sim_moe_lora,
+    "torchharmonics_spherical_convolution": sphere_conv,
+}
+SPHERE = tasks.load_reference("torchharmonics_spherical_convolution")
 
 
 def _run_references(rank: int, world: int, store: str, out_dir: str, shape: str, seeds) -> None:
@@ -213,14 +269,15 @@ def test_reference_matches_whole_problem_computation(pid, reference_runs):
             got = out if isinstance(out, tuple) else (out,)
             assert len(got) == len(exact[rank])
             for j, (g, e) in enumerate(zip(got, exact[rank])):
-                assert g.shape == e.shape and g.dtype == torch.bfloat16, (seed, rank, j)
+                assert g.shape == e.shape and g.dtype == getattr(torch, problem.dtype), (seed, rank, j)
                 assert _within(g, e, problem.tolerance_for(j, WORLD)), f"seed {seed} rank {rank} output {j}"
 
 
 def test_outputs_are_of_unit_size(reference_runs):
     for pid in PROBLEM_IDS:
+        runs = reference_runs[pid]
         out = torch.cat([t.float().reshape(-1) for r in range(WORLD) for s in SEEDS
-                         for t in (reference_runs[pid][r][s] if pid != "fused_moe_fwd_lora" else (reference_runs[pid][r][s],))])
+                         for t in (runs[r][s] if isinstance(runs[r][s], tuple) else (runs[r][s],))])
         assert 0.2 < float(out.square().mean().sqrt()) < 5, pid
 
 
@@ -251,3 +308,15 @@ def test_moe_tolerance_admits_fp32_experts_rounded_once():
         fp32 = sim_moe_lora(ins, world, dtype=torch.float32)
         tol = tasks.get(pid).tolerance_for(0, world)
         assert all(_within(f[0].bfloat16(), e[0], tol) for f, e in zip(fp32, exact)), world
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_sphere_tolerance_admits_fp32_orders_and_fails_bf16_fields(world):
+    pid = "torchharmonics_spherical_convolution"
+    tol = tasks.get(pid).tolerance_for(0, world)
+    ins = rank_inputs(pid, world, shape="default")
+    exact = sphere_conv(ins, world)
+    fp32 = sphere_conv(ins, world, dtype=torch.float32)
+    low = sphere_conv(ins, world, wire=torch.bfloat16)
+    assert all(_within(f[0], e[0], tol) for f, e in zip(fp32, exact))
+    assert not any(_within(b[0].float(), e[0], tol) for b, e in zip(low, exact))

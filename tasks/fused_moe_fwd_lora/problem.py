@@ -22,7 +22,7 @@ R_s = W*T*p (token, rank) pairs and D = T*(W-1)*p of its own tokens' pairs are r
    reads the MLP weights and biases ((3*H*I + 2*I + H)*e) and the adapters (3*R*(H + I)*e), writes
    the output (T*H*e). NVLink: D rows out with their summed routing weight (H*e + e) and D rows
    back (H*e).
-At the default shape (T = 1024, H = 1024, I = 128, R = 8) and W = 4, p = 13/28: 1.56 GFLOP
+At the default shape (T = 1024, H = 1024, I = 128, R = 8) and W = 4, p = 13/28: 1.62 GFLOP
 (about 1.6 us on H100 bf16 tensor cores) against 5.8 MB over NVLink (about 13 us): NVLink-bound,
 as the adapters add only 6*R*(H+I)/(6*H*I) = 7% to the expert FLOPs. The large shape
 (I = 2048) is compute-bound.
