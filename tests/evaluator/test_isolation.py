@@ -138,7 +138,9 @@ def test_writes_only_where_allowed(tmp_path):
     build.mkdir()
     readonly.mkdir()
     secret = f"/tmp/isolation-test-{uuid.uuid4().hex}"
-    targets = [str(build / "out"), secret, HOME + "/cache", str(readonly / "x"), "/usr/x", str(REPO / "x"),
+    # A checkout under /tmp would be written in the sandbox's own /tmp, never the host's: not a refusal.
+    repo_target = [] if str(REPO).startswith("/tmp/") else [str(REPO / "x")]
+    targets = [str(build / "out"), secret, HOME + "/cache", str(readonly / "x"), "/usr/x", *repo_target,
                "/x", "/etc/x", "/sys/x", "/proc/sys/kernel/core_pattern"]
     code = f"""
         import json
@@ -285,7 +287,7 @@ def test_bad_specs_are_refused(tmp_path):
     with pytest.raises(ValueError):
         start(spec_player, SandboxSpec([], [Path("/tmp")], Path(HOME)))
     with pytest.raises(ValueError):
-        start(spec_player, SandboxSpec([], [tmp_path], REPO))  # cwd neither writable nor in /tmp
+        start(spec_player, SandboxSpec([], [tmp_path], Path("/usr")))  # cwd neither writable nor in /tmp
 
 
 DAEMON_AND_FORKS = """
