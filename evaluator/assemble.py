@@ -95,8 +95,7 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         calls = batch["calls"]
         solution = results.timing([s["solution_us"] for s in reports], calls)
         reference = results.timing([s["reference_us"] for s in reports], calls)
-        ratio = timing_stats.paired_ratio(results.slowest_per_batch([s["reference_us"] for s in reports]),
-                                          results.slowest_per_batch([s["solution_us"] for s in reports]))
+        ratio = timing_stats.speedup([s["reference_us"] for s in reports], [s["solution_us"] for s in reports])
         if ratio is not None:
             speedup, speedup_interval = ratio.value, [ratio.low, ratio.high]
         timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],

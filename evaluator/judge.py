@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from evaluator import checks, timing_stats, transport
 from evaluator.loading import LoadedProblem, load_problem
-from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status, slowest_per_batch
+from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
@@ -543,8 +543,7 @@ class Judge:
                 for r, (row, _elapsed) in enumerate(gathered):
                     pairs[r].append(row)
                 per_call = [per_call_us(rows, k) for rows in pairs]
-                ratio = timing_stats.paired_ratio(
-                    slowest_per_batch([ref for ref, _ in per_call]), slowest_per_batch([sol for _, sol in per_call]))
+                ratio = timing_stats.speedup([ref for ref, _ in per_call], [sol for _, sol in per_call])
                 stop = timing_stats.stop_reason(ratio, len(pairs[0]), gathered[0][1], budget_s,
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
         reference_us, solution_us = per_call_us(pairs[self.rank], k)

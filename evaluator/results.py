@@ -20,7 +20,7 @@ from enum import Enum, StrEnum
 from functools import cache
 from typing import Any, TypedDict
 
-from evaluator.timing_stats import TimingStop, median_interval
+from evaluator.timing_stats import TimingStop, median_interval, slowest_per_batch
 
 SCHEMA = "pkb.result/2"
 # Older shapes still read: /1 lacked the timing intervals (fields that default to None here).
@@ -405,11 +405,6 @@ def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> 
     low, high, _coverage = median_interval(per_batch)
     return Timing(time_us=statistics.median(per_batch), per_rank=per_rank, slowest_rank=slowest,
                   interval_us=[low, high])
-
-
-def slowest_per_batch(per_rank_samples_us: list[list[float]]) -> list[float]:
-    """The problem's time in each batch: its slowest rank's."""
-    return [max(batch) for batch in zip(*per_rank_samples_us)]
 
 
 def geomean(values: Iterable[float | None]) -> float | None:

@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 
+def slowest_per_batch(per_rank_samples_us: Sequence[Sequence[float]]) -> list[float]:
+    """The problem's time in each batch: its slowest rank's."""
+    return [max(batch) for batch in zip(*per_rank_samples_us)]
+
+
 class TimingStop(StrEnum):
     """Why a shape's timing ended."""
 
@@ -97,6 +102,12 @@ def paired_ratio(reference: Sequence[float], solution: Sequence[float]) -> Ratio
         return None
     low, high, coverage = median_interval(ratios)
     return Ratio(value, low, high, coverage, len(ratios))
+
+
+def speedup(reference_per_rank: Sequence[Sequence[float]], solution_per_rank: Sequence[Sequence[float]]) -> Ratio | None:
+    """A shape's speedup from every rank's per-call times of each pair: the paired ratio of the
+    slowest rank's times (what the judges stop on and the document reports)."""
+    return paired_ratio(slowest_per_batch(reference_per_rank), slowest_per_batch(solution_per_rank))
 
 
 def stop_reason(ratio: Ratio | None, pairs: int, elapsed_s: float, budget_s: float, max_pairs: int,
