@@ -20,7 +20,8 @@ def problem_dict(p: Problem) -> dict:
         "origin": p.origin, "description": p.description, "dtype": p.dtype, "world_sizes": list(p.world_sizes),
         "shapes": [{"name": s.name, "dims": dict(s.dims), "default": s.default} for s in p.shapes],
         "tolerance": [{"describe": t.describe(), "reason": t.reason} for t in _tolerances(p)],
-        "bitwise": p.bitwise, "mutates": list(p.mutates), "mode_notes": p.mode_notes,
+        "bitwise": p.bitwise, "mutates": list(p.mutates), "inplace_results": list(p.inplace_results),
+        "mode_notes": p.mode_notes,
     }
 
 

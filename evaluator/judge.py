@@ -427,10 +427,12 @@ class Judge:
         for i, pristine in enumerate(batch.sets):
             got, expected = batch.read["solution"][i], batch.read["reference"][i]
             sol_after, ref_after = batch.after["solution"][i], batch.after["reference"][i]
-            allowed = self.problem.mutates
-            if allowed is None:  # public-suite problems: allow what the reference itself modifies
+            allowed, results = self.problem.mutates, self.problem.inplace_results
+            if allowed is None:  # public-suite problems: what the reference itself modifies
                 allowed = tuple(j for j, (a, b) in enumerate(zip(pristine, ref_after))
                                 if checks.changed_inputs((a,), (b,), ()) is not None)
+            if results is None:
+                results = allowed
             try:
                 message, err = checks.compare_outputs(got, expected, self.tolerance_for)
             except Exception as exc:  # noqa: BLE001 - whatever came back, the judge must not break on it
@@ -439,7 +441,7 @@ class Judge:
                 message = checks.changed_inputs(pristine, sol_after, allowed)
             if message is None:
                 n_outputs = len(expected) if isinstance(expected, (tuple, list)) else 1
-                message, inplace_err = checks.compare_inplace(sol_after, ref_after, allowed, n_outputs,
+                message, inplace_err = checks.compare_inplace(sol_after, ref_after, results, n_outputs,
                                                               self.tolerance_for)
                 err = max(err, inplace_err)
             if message is not None:

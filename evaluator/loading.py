@@ -32,6 +32,8 @@ class LoadedProblem:
     tolerance_for: Callable[[int, int], Tolerance]
     # Inputs the solution may modify; None means "whatever the reference itself modifies".
     mutates: tuple[int, ...] | None
+    # Inputs whose state after the call is compared with the reference's; None: as for mutates.
+    inplace_results: tuple[int, ...] | None
     # Judged bit for bit: its output digests are compared across hardware.
     bitwise: bool = False
 
@@ -47,6 +49,7 @@ def load_problem(source: dict) -> LoadedProblem:
             reference=module.solution,
             tolerance_for=spec.tolerance_for,
             mutates=spec.mutates,
+            inplace_results=spec.inplace_results,
             bitwise=spec.bitwise,
         )
     if source["kind"] == "pkb":
@@ -80,7 +83,9 @@ def _load_pkb(root: Path, problem_id: int, dtype: str) -> LoadedProblem:
     torch_dtype = getattr(torch, dtype)
 
     def make_inputs(ctx: InputContext) -> tuple:
-        secret_trial = int(ctx.rng.initial_seed() % (1 << 31))
+        # The same on every rank, as the public harness passes it: its generators seed with the
+        # rank themselves and derive shared structure (per-rank counts) from the trial.
+        secret_trial = int(ctx.shared_rng.initial_seed() % (1 << 31))
         base_shape = (ctx.dims["M"], ctx.dims["N"])
         return tuple(
             io_module.create_input_tensor(
@@ -95,6 +100,7 @@ def _load_pkb(root: Path, problem_id: int, dtype: str) -> LoadedProblem:
         reference=reference.solution,
         tolerance_for=lambda _i, _w: PKB_TOLERANCE,
         mutates=None,
+        inplace_results=None,
     )
 
 

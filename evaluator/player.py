@@ -46,6 +46,10 @@ class Player:
         kwargs = {"device_id": self.device} if msg["backend"] == "nccl" else {}
         dist.init_process_group(msg["backend"], init_method=f"file://{msg['store']}", rank=msg["rank"],
                                 world_size=msg["world"], timeout=timedelta(seconds=msg["timeout_s"]), **kwargs)
+        if msg["backend"] == "gloo":
+            from evaluator import gloo_as_nccl
+
+            gloo_as_nccl.install()
         return {}
 
     def op_arena(self, msg: dict, fds: list[int]) -> dict:

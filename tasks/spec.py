@@ -145,8 +145,12 @@ class Problem:
     dtype: str = "bfloat16"
     # One tolerance for every output, or one per output (in output order).
     tolerance: Tolerance | tuple[Tolerance, ...] = Tolerance()
-    # Indices of inputs the solution may modify (an in-place contract); all others must be unchanged.
+    # Indices of inputs the solution may modify; all others must be unchanged. "May": an
+    # out-of-place solution is as good, since only the outputs (and `inplace_results`) are compared.
     mutates: tuple[int, ...] = ()
+    # Of those, the inputs whose state after the call is itself a result (the description says
+    # so): compared with the reference's like outputs, with tolerances following the outputs'.
+    inplace_results: tuple[int, ...] = ()
     # Why some mode cannot run this problem (e.g. a collective gloo lacks); empty if all can.
     mode_notes: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
@@ -164,6 +168,8 @@ class Problem:
             raise ValueError(f"{self.id}: exactly one shape must be the default")
         if len({s.name for s in self.shapes}) != len(self.shapes):
             raise ValueError(f"{self.id}: shape names must be unique")
+        if not set(self.inplace_results) <= set(self.mutates):
+            raise ValueError(f"{self.id}: inplace_results {self.inplace_results} must be inputs it mutates {self.mutates}")
         tols = (self.tolerance,) if isinstance(self.tolerance, Tolerance) else self.tolerance
         for i, tol in enumerate(tols):
             if tol.atol_by_world_size and max(self.world_sizes) > tol.atol_by_world_size[-1][0]:

@@ -47,7 +47,8 @@ PROBLEM = Problem(
     origin="NCCL / torch.distributed",
     description=(
         "Every rank holds an M x N bf16 tensor; return the element-wise sum over all ranks, on every "
-        "rank. The building block of data-parallel gradient averaging and of tensor-parallel row "
+        "rank. The sum may be written into the input tensor and that tensor returned (the reference "
+        "reduces in place), or into a new tensor: only the returned tensor is compared. The building block of data-parallel gradient averaging and of tensor-parallel row "
         "linear layers. Small sizes are latency-bound (one round of signals between GPUs decides), "
         "large ones are bound by NVLink bandwidth."
     ),

@@ -65,4 +65,5 @@ PROBLEM = Problem(
         ),
     ),
     mutates=(0, 1),
+    inplace_results=(0, 1),
 )

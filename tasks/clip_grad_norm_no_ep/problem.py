@@ -60,4 +60,5 @@ PROBLEM = Problem(
         ),
     ),
     mutates=(0,),
+    inplace_results=(0,),
 )

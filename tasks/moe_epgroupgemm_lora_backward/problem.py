@@ -6,7 +6,8 @@ data-parallel ranks, each rank's backward pass leaves its own partial gradients 
 adapter matrices, which are summed over the ranks before the optimizer step. Every rank holds
 grad_fc1_1_lora_A (R, N) and grad_fc1_2_lora_A (R, N) (the A matrices of the gate and up
 projections) and grad_fc2_lora_B (N, R) (the B matrix of the down projection), R = 8 in bf16; the
-solution sums each over all ranks in place and returns the three (the same tensors).
+solution sums each over all ranks and returns the three; it may sum in place (the reference does
+and returns the same tensors), only the returned tensors are compared.
 
 Roofline per GPU, e bytes per element, B = 3*R*N*e bytes per rank in all, one phase:
 - NVLink: a bandwidth-optimal all-reduce (reduce-scatter then all-gather; the three tensors can
@@ -40,8 +41,8 @@ PROBLEM = Problem(
     description=(
         "Every rank holds its partial gradients of the three LoRA adapter matrices of an expert "
         "grouped GEMM, in bf16: grad_fc1_1_lora_A (R, N), grad_fc1_2_lora_A (R, N) and grad_fc2_lora_B "
-        "(N, R) with R = 8, then group = None. Sum each over all ranks in place (the inputs are "
-        "modified) and return the three summed tensors. Three small all-reduces: latency-bound in "
+        "(N, R) with R = 8, then group = None. Sum each over all ranks and return the three summed "
+        "tensors; summing in place into the inputs is allowed (the reference does), not required. Three small all-reduces: latency-bound in "
         "practice (the data is tens of KiB), NVLink-bound on the roofline; one fused all-reduce saves "
         "two rounds."
     ),

@@ -62,6 +62,7 @@ PROBLEM = Problem(
     ),
     roofline=roofline,
     mutates=(0,),
+    inplace_results=(0,),
     tolerance=Tolerance(
         atol=0.1,
         rtol=1e-2,

@@ -215,6 +215,24 @@ def test_public_suite_layout():
     assert doc["status"] == "incorrect"
 
 
+@pytest.mark.parametrize("name", ["allreduce_out_of_place", "allreduce_scratch_input"])
+def test_an_input_the_problem_may_modify_is_not_a_result(name):
+    """allreduce may reduce in place; an out-of-place sum (the public reference's way) and a
+    solution that leaves scratch in its input are judged on the returned tensor alone."""
+    doc = run("allreduce", solution(name))
+    assert doc["status"] == "correct", doc["reason"]
+
+
+def test_public_suite_inputs_agree_across_ranks():
+    """The public generators derive shared structure (per-rank counts) from `trial`: every rank
+    gets the same secret trial, and an all-gather of different sizes per rank works on gloo."""
+    code = (HERE / "pkb_layout" / "reference" / "3_variable_allgather.py").read_text()
+    for world_size in (2, 3):
+        doc = evaluate(EvaluationRequest(problem="3", solution_code=code, world_size=world_size, mode="cpu",
+                                         dims={"M": 4, "N": 8}, pkb_root=str(HERE / "pkb_layout"), **FAST))
+        assert doc["status"] == "correct", doc["reason"]
+
+
 def test_in_place_results_are_checked():
     """Clipping gradients in place is part of the answer: skipping it fails."""
     assert run("clip_grad_norm_no_ep", reference("clip_grad_norm_no_ep"), shapes=None, dims=SMALL_CLIP)["status"] == "correct"

@@ -144,3 +144,11 @@ def test_honest_sums_pass_and_lower_precision_sums_fail(world):
                 assert checks.compare_outputs(_fp8(values), reference, lambda _i, tol=tol: tol)[0] is not None
             if world == 2:
                 assert checks.compare_outputs(_int8_codes(values), reference, lambda _i, tol=tol: tol)[0] is not None
+
+
+def test_in_place_results_must_be_inputs_the_problem_mutates():
+    import dataclasses
+
+    allreduce = tasks.get("allreduce")
+    with pytest.raises(ValueError, match="inplace_results"):
+        dataclasses.replace(allreduce, mutates=(), inplace_results=(0,))
