@@ -54,6 +54,8 @@ def reuse_storage(old: Any, fresh: Any) -> Any:
 
 
 def tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor) and value.layout == torch.sparse_coo:
+        return [value._indices(), value._values()]  # compared part by part, as stored
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, torch.nn.Module):

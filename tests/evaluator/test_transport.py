@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from evaluator import transport
+from evaluator import checks, transport
 
 
 def test_an_arena_is_one_block_both_sides_see():
@@ -39,10 +39,28 @@ def test_an_input_tree_reads_back_as_written():
     assert back[2] is None
 
 
-def test_a_sparse_input_is_refused_with_a_reason_not_a_crash():
-    sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), (2, 2), check_invariants=True)
-    with pytest.raises(transport.Unsupported, match="sparse_coo tensor input"):
-        transport.input_bytes([sparse])
+def test_a_sparse_coo_input_travels_as_its_indices_and_values():
+    dense = torch.zeros(3, 4, 5)
+    dense[0, 1, 2], dense[2, 0, 4], dense[1, 3, 0] = 1.5, -2.0, 3.25
+    sparse = dense.to_sparse().coalesce()
+    pristine: list = []
+    arena = transport.Arena.create(transport.input_bytes([sparse]), torch.device("cpu"))
+    tree, _end = transport.encode_inputs([sparse], arena, 0, pristine)
+    back = transport.decode_inputs(tree, arena, {}, torch.device("cpu"))[0]  # as a player reads it
+    assert back.layout == torch.sparse_coo and back.is_coalesced() and back.shape == sparse.shape
+    assert torch.equal(back.to_dense(), dense)
+    assert len(pristine) == 2  # both parts are checked for changes like any input
+    unchanged = transport.decode_inputs(tree, arena, None, torch.device("cpu"))[0]  # as the judge reads it back
+    assert checks.changed_inputs((sparse,), (unchanged,), ()) is None
+    back._indices()[0, 0] = 1 << 40  # a player scribbling an index out of range: seen, never dereferenced
+    after = transport.decode_inputs(tree, arena, None, torch.device("cpu"))[0]
+    assert checks.changed_inputs((sparse,), (after,), ()) is not None
+
+
+def test_other_sparse_layouts_are_refused_with_a_reason_not_a_crash():
+    csr = torch.eye(3).to_sparse_csr()
+    with pytest.raises(transport.Unsupported, match="sparse_csr tensor input"):
+        transport.input_bytes([csr])
     arena = transport.Arena.create(4096, torch.device("cpu"))
     with pytest.raises(transport.Unsupported, match="only dense"):
-        transport.encode_inputs([sparse], arena, 0, [])
+        transport.encode_inputs([csr], arena, 0, [])
