@@ -1,11 +1,12 @@
 """NCCL's behaviour for the collectives where gloo's differs, installed in a player whose process
 group is gloo (cpu and shared-gpu modes), so that those modes judge what gpu mode would.
 
-Public-suite references rely on four of them:
+Public-suite references rely on five of them:
 - `all_gather_into_tensor` into an output of any shape holding world x input elements (NCCL checks
   the element count; gloo wants the inputs concatenated along dimension 0), e.g. stacked (W, ...);
 - `reduce_scatter_tensor` from an input of any such shape, likewise;
 - `all_gather` of tensors of different sizes per rank (NCCL broadcasts each; gloo refuses);
+- `all_to_all` of tensor lists of different sizes per peer (gloo wants them all alike);
 - `reduce` leaving the buffers of ranks other than the destination unchanged (gloo leaves partial
   sums there).
 
@@ -87,6 +88,29 @@ def _uneven_all_gather(fn):
     return all_gather
 
 
+def _uneven_all_to_all(fn):
+    signature = inspect.signature(fn)
+
+    def all_to_all(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        outputs, inputs = bound.arguments["output_tensor_list"], bound.arguments["input_tensor_list"]
+        shapes = {t.shape for t in (*outputs, *inputs)}
+        dtypes = {t.dtype for t in (*outputs, *inputs)}
+        if len(shapes) <= 1 or len(dtypes) != 1:
+            return fn(*bound.args, **bound.kwargs)
+        # One all_to_all_single over the flattened tensors, with each peer's element count.
+        sent = torch.cat([t.reshape(-1) for t in inputs])
+        received = sent.new_empty(sum(t.numel() for t in outputs))
+        dist.all_to_all_single(received, sent, [t.numel() for t in outputs], [t.numel() for t in inputs],
+                               group=bound.arguments.get("group"))
+        for out, part in zip(outputs, received.split([t.numel() for t in outputs])):
+            out.copy_(part.view(out.shape))
+        return _Done() if bound.arguments.get("async_op") else None
+
+    all_to_all.__doc__, all_to_all.__wrapped__ = fn.__doc__, fn
+    return all_to_all
+
+
 def _root_only_reduce(fn):
     signature = inspect.signature(fn)
 
@@ -106,11 +130,12 @@ def _root_only_reduce(fn):
 
 
 def install() -> None:
-    """Replace the four collectives in torch.distributed (both names every caller can reach)."""
+    """Replace the five collectives in torch.distributed (both names every caller can reach)."""
     replacements = {
         "all_gather_into_tensor": _regrouped(c10d.all_gather_into_tensor, "output_tensor", "input_tensor", large="output_tensor"),
         "reduce_scatter_tensor": _regrouped(c10d.reduce_scatter_tensor, "output", "input", large="input"),
         "all_gather": _uneven_all_gather(c10d.all_gather),
+        "all_to_all": _uneven_all_to_all(c10d.all_to_all),
         "reduce": _root_only_reduce(c10d.reduce),
     }
     for name, replacement in replacements.items():

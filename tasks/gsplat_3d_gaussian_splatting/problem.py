@@ -152,11 +152,4 @@ PROBLEM = Problem(
         BITWISE,
         BITWISE,
     ),
-    mode_notes=(
-        "cpu and shared-gpu (gloo): the public reference fails at world sizes above 1, twice over: its "
-        "all_gather_into_tensor of a 0-d count into a (P,) tensor is refused (gloo wants the output to be P "
-        "stacked copies of the input's shape), and its list all_to_all of rows needs equal sizes on gloo, "
-        "while visible counts differ per rank; this reference uses a (1,) count and all_to_all_single with "
-        "split sizes, and runs on gloo"
-    ),
 )

@@ -44,6 +44,11 @@ def _collectives(rank: int, store: str, out_dir: str) -> None:
     dist.all_gather(uneven, torch.full((rank + 1, 2), float(rank)))
     results["uneven_all_gather"] = uneven
 
+    # Rank r sends r + p + 1 rows to peer p.
+    received = [torch.empty(p + rank + 1, 2) for p in range(WORLD)]
+    dist.all_to_all(received, [torch.full((rank + p + 1, 2), float(10 * rank + p)) for p in range(WORLD)])
+    results["uneven_all_to_all"] = received
+
     pair = dist.new_group([1, 2])
     if rank in (1, 2):
         sub = [torch.empty(r, 1) for r in (1, 2)]  # group ranks 0, 1 hold 1 and 2 rows
@@ -94,6 +99,12 @@ def test_all_gather_of_different_sizes_per_rank(gathered):
         assert [t.tolist() for t in results["uneven_all_gather"]] == [[[float(r)] * 2] * (r + 1) for r in range(WORLD)]
     for rank in (1, 2):
         assert [t.tolist() for t in gathered[rank]["uneven_all_gather_in_group"]] == [[[1.0]], [[2.0], [2.0]]]
+
+
+def test_all_to_all_of_different_sizes_per_peer(gathered):
+    for rank, results in enumerate(gathered):
+        got = results["uneven_all_to_all"]
+        assert [t.tolist() for t in got] == [[[float(10 * p + rank)] * 2] * (p + rank + 1) for p in range(WORLD)]
 
 
 def test_reduce_leaves_other_ranks_buffers_unchanged(gathered):
