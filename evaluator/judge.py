@@ -216,6 +216,7 @@ class Judge:
         self.player_fds = fds
         self.links: dict[str, Link] = {}
         self.out_capacity = 0
+        self.scratch: torch.Tensor | None = None  # stands in for a player's output slots (run_empty)
         self.new_groups: list[list[int]] = []
         self.reported = False
 
@@ -338,7 +339,7 @@ class Judge:
             raise HostError(f"the problem's inputs cannot be sent to a player: {exc}") from None
         return trees
 
-    def run_side(self, side: str, batch: Batch, timed: bool) -> None:
+    def run_side(self, side: str, batch: Batch, timed: bool, checked: bool = True) -> None:
         """One side's calls on the batch's inputs. Timed: from writing the inputs until the
         judge's copies of every output are complete."""
         link = self.links[side]
@@ -364,25 +365,37 @@ class Judge:
         self.sync()
         batch.ns[side] = time.perf_counter_ns() - t0
         batch.read[side] = read
-        arena_in = link.arenas["in"]
-        batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
+        if checked:
+            arena_in = link.arenas["in"]
+            batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
 
     def run_empty(self, side: str, batch: Batch) -> int:
         """The same batch with no calls: the fixed cost of the protocol (writing the inputs,
-        two messages, reading the outputs back), which the timed batches subtract."""
+        two messages, each output's copy into its slot and the judge's copy of it back), which the
+        timed batches subtract. The player's copies into the slots are made here by the judge,
+        the same bytes on the same device, so that no player can move them."""
         link = self.links[side]
         out = link.arenas["out"]
+        cap = self.out_capacity
         spans = [checks.nbytes(o) for o in batch.read["reference"]]
+        scratch = self._scratch(max(spans, default=0))
         self.sync()
         dist.barrier()
         t0 = time.perf_counter_ns()
         self.write_inputs(link, batch.sets)
         self.sync()
         link.request({"op": "run", "calls": []})
-        copies = [out.data[i * self.out_capacity : i * self.out_capacity + n].clone() for i, n in enumerate(spans)]
+        for i, n in enumerate(spans):
+            scratch[:n].copy_(out.data[i * cap : i * cap + n])
+        copies = [out.data[i * cap : i * cap + n].clone() for i, n in enumerate(spans)]
         self.sync()
         del copies
         return time.perf_counter_ns() - t0
+
+    def _scratch(self, nbytes: int) -> torch.Tensor:
+        if self.scratch is None or self.scratch.numel() < nbytes:
+            self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
+        return self.scratch
 
     def _outputs(self, reply: dict, k: int) -> list:
         outputs = reply.get("outputs")
@@ -492,6 +505,14 @@ class Judge:
         result["max_abs_error"] = worst
         return result
 
+    def warm_up(self, sets: list[tuple], batches: int) -> None:
+        """Batches that are neither timed nor checked, on one draw of input sets (written afresh
+        each time): they only bring both sides up to speed. Timed calls never reuse an input."""
+        for b in range(batches):
+            batch = Batch(sets)
+            for side in SIDES if b % 2 == 0 else SIDES[::-1]:
+                self.guarded(self.run_side, side, batch, False, False)
+
     def batch_size(self, dims: dict, seed: dict) -> int:
         """Calls per timed batch: enough to amortize the protocol's fixed cost, within memory."""
         sample = self.inputs(dims, seed["seed"], seed["shared_seed"])
@@ -523,9 +544,7 @@ class Judge:
         worst = 0.0
         self.progress("timing", shape=result["name"])
         with self.stages("warmup"):
-            for b in range(math.ceil(self.cfg["warmup"] / k)):
-                _, err = self.pair(lambda: fresh_sets(k), order=SIDES if b % 2 == 0 else SIDES[::-1])
-                worst = max(worst, err)
+            self.warm_up(fresh_sets(k), math.ceil(self.cfg["warmup"] / k))
         min_pairs = max(1, math.ceil(self.cfg["iters"] / k))
         budget_s = float(self.cfg.get("timing_budget_s") or 0.0)
         # pairs[r] = (reference ns, solution ns, reference empty ns, solution empty ns) of rank r's judge

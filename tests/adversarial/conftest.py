@@ -113,11 +113,21 @@ def leftovers() -> set[int]:
     return left
 
 
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def judge_code(problem: str, code: str, *, world_size: int = DEFAULT_WORLD, mode: str = DEFAULT_MODE, shapes: list[str] | None = None,
                **overrides: Any) -> dict:
     """Evaluate `code` through the public API with FAST settings (overridable) on the problem's
     smallest shape. Fails the test if any process is left behind, after killing those by pid. The
     returned document carries the evaluation's wall time under "_wall_s"."""
+    if world_size not in tasks.get(problem).world_sizes:
+        pytest.skip(f"{problem} does not run at world size {world_size} (PKB_ADVERSARIAL_WORLD)")
+    if mode == "gpu" and world_size > _gpu_count():
+        pytest.skip(f"gpu mode at world size {world_size} needs {world_size} GPUs")
     settings = {**FAST, **overrides}
     request = EvaluationRequest(problem=problem, solution_code=code, world_size=world_size, mode=mode,
                                 shapes=shapes or [smallest_shape(problem)], **settings)
