@@ -185,6 +185,14 @@ class CaseStudyAdmin(admin.ModelAdmin):
     raw_id_fields = ("evaluations",)
     search_fields = ("title", "body")
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        # The model allows no author (kept when its account is deleted); left empty here, it is
+        # whoever saves the study (save_model).
+        form.base_fields["author"].required = False
+        form.base_fields["author"].help_text = "empty: you"
+        return form
+
     def save_model(self, request, obj, form, change):
         if obj.author_id is None:
             obj.author = request.user

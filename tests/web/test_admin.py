@@ -93,3 +93,28 @@ def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
 def test_non_staff_cannot_use_the_admin(client, user):
     client.force_login(user)
     assert client.get("/admin/submissions/submission/").status_code == 302
+
+
+def test_add_a_case_study_without_choosing_an_author(admin_client, admin_user, judged, user, problem, cpu):
+    from submissions.models import CaseStudy
+
+    ev = judged(user, problem, cpu)
+    form = admin_client.get("/admin/submissions/casestudy/add/")
+    assert form.status_code == 200
+    response = admin_client.post(
+        "/admin/submissions/casestudy/add/",
+        {
+            "title": "A ring all-reduce",
+            "slug": "ring",
+            "body": "## Result\n\nTwice as fast.",
+            "author": "",
+            "published": "on",
+            "evaluations": str(ev.pk),
+            "created_at_0": "2026-01-01",
+            "created_at_1": "00:00:00",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    study = CaseStudy.objects.get(slug="ring")
+    assert study.author == admin_user and list(study.evaluations.all()) == [ev]
+    assert admin_client.get("/case-studies/ring/").status_code == 200
