@@ -9,6 +9,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from catalog import examples
 from catalog.prompt import build_prompt
 from catalog.rooflines import roofline_rows
 from leaderboards.cache import cached
@@ -54,6 +55,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
         return HttpResponse(table)
     context = {
         "table": table,
+        "first_example": _first_example(request),
         "levels": LEVELS,
         "parallelisms": PARALLELISM,
         "level": level,
@@ -63,12 +65,27 @@ def catalog(request: HttpRequest) -> HttpResponse:
     return render(request, "catalog/catalog.html", context)
 
 
+def _first_example(request: HttpRequest) -> dict | None:
+    """For newcomers (no submission yet): the first example that runs here without a GPU."""
+    if request.user.is_authenticated and request.user.submissions.exists():
+        return None
+    example = examples.first_cpu_example()
+    if example is None or not Problem.objects.filter(slug=example.problem, active=True).exists():
+        return None
+    hardware = [hw.slug for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    return {"example": example, "hardware": hardware} if hardware else None
+
+
 def problem(request: HttpRequest, slug: str) -> HttpResponse:
     prob = get_object_or_404(Problem, slug=slug)
     hardware = list(Hardware.objects.filter(active=True))
     context = {
         "problem": prob,
         "hardware": hardware,
+        "examples": [
+            {"example": e, "hardware": [hw.slug for hw in hardware if e.runs_on(hw)]}
+            for e in examples.for_problem(prob.slug)
+        ],
         "reference_html": highlight(prob.reference_source, PythonLexer(), HtmlFormatter(cssclass="highlight")),
         "rooflines": roofline_rows(prob, hardware),
         "leaderboards": [(hw, leaderboard(prob, hw, limit=LEADERBOARD_PREVIEW)) for hw in hardware],

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
+from catalog import examples
 from leaderboards.comparisons import submission_outputs
 from submissions.forms import SubmissionForm
 from submissions.models import Hardware, Submission
@@ -17,6 +19,7 @@ STOP_POLLING = 286  # htmx stops an `every 2s` trigger on this status
 
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
+    example = None
     if request.method == "POST":
         form = SubmissionForm(request.POST, request.FILES)
         if form.is_valid():
@@ -37,9 +40,26 @@ def submit(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect(submission)
     else:
+        example = examples.get(request.GET.get("example", ""))
         initial = {"problem": request.GET.get("problem"), "hardware": Hardware.objects.filter(active=True)[:1]}
+        if example:
+            initial.update(example_initial(example))
         form = SubmissionForm(initial=initial)
-    return render(request, "submissions/submit.html", {"form": form})
+    return render(request, "submissions/submit.html", {"form": form, "example": example})
+
+
+def example_initial(example: examples.Example) -> dict:
+    """The submit form filled in with an example: its code, backend and problem, tagged "example",
+    on the hardware that runs it (the site's default first)."""
+    runs_it = [hw for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    runs_it.sort(key=lambda hw: hw.slug != settings.PKB_DEFAULT_HARDWARE)
+    return {
+        "problem": example.problem,
+        "backend": example.backend,
+        "model_tag": "example",
+        "code": example.code,
+        "hardware": runs_it[:1],
+    }
 
 
 def _submission(pk: int) -> Submission:
