@@ -88,8 +88,9 @@ def outcome(ev: dict) -> str:
 def state_text(ev: dict) -> str:
     if ev["state"] == "running":
         return f"running: {ev['stage']}"
-    if ev["state"] == "queued" and ev.get("queue_position"):
-        return f"queued #{ev['queue_position']}"
+    if ev["state"] == "queued":
+        text = f"queued #{ev['queue_position']}" if ev.get("queue_position") else "queued"
+        return text + (", no worker" if ev.get("workers") == [] else "")
     return ev["state"]
 
 

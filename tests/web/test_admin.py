@@ -118,3 +118,18 @@ def test_add_a_case_study_without_choosing_an_author(admin_client, admin_user, j
     study = CaseStudy.objects.get(slug="ring")
     assert study.author == admin_user and list(study.evaluations.all()) == [ev]
     assert admin_client.get("/case-studies/ring/").status_code == 200
+
+
+def test_reevaluating_never_doubles_a_run_that_has_not_finished(admin_client, judged, submit, user, problem, cpu, h200):
+    done = judged(user, problem, cpu)
+    waiting = submit(user, problem, h200, model_tag="other")
+    ids = [done.submission_id, waiting.pk]
+    first = run_action(admin_client, "reevaluate", ids, hardware=str(cpu.pk), apply="Apply")
+    assert first.status_code == 302
+    assert Evaluation.objects.filter(hardware=cpu, state="queued").count() == 2  # a rerun, and a first run
+    again = run_action(admin_client, "reevaluate", ids, hardware=str(cpu.pk), apply="Apply")
+    assert Evaluation.objects.filter(hardware=cpu, state="queued").count() == 2  # nothing doubled
+    message = admin_client.get(again["Location"]).content.decode()
+    assert "Queued 0 evaluations on cpu. 2 were already queued or running there and not queued again." in message
+    run_action(admin_client, "reevaluate", [waiting.pk], hardware=str(h200.pk), apply="Apply")
+    assert Evaluation.objects.filter(hardware=h200).count() == 1  # still queued: not queued again
