@@ -32,14 +32,14 @@ def checkout(tmp_path):
     venv.mkdir(parents=True)
     (venv / "python").write_text(
         "#!/bin/sh\n"
-        'if [ "$1" = -m ] && [ "$2" = pip ]; then echo "$*" >> "$PIP_LOG"; exit 0; fi\n'
+        'if [ "$1" = -m ] && [ "$2" = pip -o "$2" = compileall ]; then echo "$*" >> "$PIP_LOG"; exit 0; fi\n'
         f'exec {sys.executable} "$@"\n'
     )
     (venv / "python").chmod(0o755)
     return root
 
 
-def install(root: Path, extras: str, **env: str) -> tuple[str, list[str], float]:
+def install(root: Path, extras: str, *options: str, **env: str) -> tuple[str, list[str], float]:
     """Run bin/install without a GPU; returns its output, pip's recorded calls and the seconds it took."""
     log = root / "pip.log"
     path = ":".join(p for p in os.environ["PATH"].split(":") if not (Path(p) / "nvidia-smi").exists())
@@ -47,10 +47,14 @@ def install(root: Path, extras: str, **env: str) -> tuple[str, list[str], float]
     environment.update(PATH=path, PIP_LOG=str(log), **env)
     started = time.monotonic()
     done = subprocess.run(
-        [str(root / "bin" / "install"), extras], env=environment, capture_output=True, text=True, timeout=60
+        [str(root / "bin" / "install"), *options, extras], env=environment, capture_output=True, text=True, timeout=60
     )
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout + done.stderr
+    if "--compile-later" in options:  # a detached job: give it a moment to start
+        deadline = time.monotonic() + 10
+        while "compileall" not in (log.read_text() if log.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
     calls = log.read_text().splitlines() if log.exists() else []
     log.unlink(missing_ok=True)
     return done.stdout, calls, took
@@ -100,3 +104,12 @@ def test_installs_once_until_pyproject_or_the_extras_change(checkout):
     (checkout / "pyproject.toml").write_text((checkout / "pyproject.toml").read_text() + "\n")
     _, [call], _ = install(checkout, "cpu,web,worker", PKB_TORCH_INDEX="off")
     assert "-e .[cpu,web,worker]" in call
+
+
+def test_bin_serve_compiles_after_the_install_not_during_it(checkout):
+    out, [call, compile_call], _ = install(checkout, "cpu,web,worker", "--compile-later", PKB_TORCH_INDEX="off")
+    assert call.endswith("--no-compile") and compile_call.startswith("-m compileall -q -j 0 ")
+    assert "byte-compiling the installed packages in the background" in out
+    assert "--compile-later" in (REPO / "bin" / "serve").read_text()
+    _, [call], _ = install(checkout, "cpu,web,worker,test", PKB_TORCH_INDEX="off")  # bin/test: as usual
+    assert "--no-compile" not in call
