@@ -21,6 +21,7 @@ def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu)
     for path in ("problem", "hardware", "submission", "evaluation", "casestudy"):
         assert admin_client.get(f"/admin/submissions/{path}/").status_code == 200, path
     assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
+    assert admin_client.get("/admin/dispatch/workerpresence/").status_code == 200
 
 
 def test_reevaluate_selected_on_a_chosen_hardware(

@@ -164,6 +164,17 @@ def test_runs_on_the_core_dependencies_alone():
         assert provided & core, f"pkbcli imports {module}, which no core dependency of pyproject.toml provides"
 
 
+def test_the_table_says_when_no_worker_serves_a_queue():
+    evaluations = [
+        {"hardware": "h200x4", "state": "queued", "queue_position": 2, "workers": []},
+        {"hardware": "cpu", "state": "queued", "queue_position": 1, "workers": ["gpu-cpu@host"]},
+    ]
+    console = Console(width=120, record=True)
+    console.print(progress_table([{"id": 3, "problem": "allreduce", "model_tag": "m", "evaluations": evaluations}]))
+    text = console.export_text()
+    assert "queued #2, no worker" in text and "queued #1 " in text
+
+
 def test_the_table_is_complete():
     reason = " ".join(f"word{i}" for i in range(60))  # far wider than the terminal
     evaluations = [{"hardware": "cpu", "state": "done", "status": "incorrect", "speedup": None, "reason": reason}]
