@@ -12,6 +12,7 @@ from pygments.lexers import PythonLexer
 from catalog import examples
 from catalog.prompt import build_prompt
 from catalog.rooflines import roofline_rows
+from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.ranking import best_speedups, leaderboard, solved_counts
 from submissions.models import Hardware, Problem
@@ -72,7 +73,9 @@ def _first_example(request: HttpRequest) -> dict | None:
     example = examples.first_cpu_example()
     if example is None or not Problem.objects.filter(slug=example.problem, active=True).exists():
         return None
-    hardware = [hw.slug for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    runs_it = [hw for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    # The hardware without a GPU, where there is some: what a newcomer's own machine has.
+    hardware = [hw.slug for hw in runs_it if hw.mode == Mode.CPU] or [hw.slug for hw in runs_it]
     return {"example": example, "hardware": hardware} if hardware else None
 
 
