@@ -14,13 +14,14 @@ on the dispatch token that travels with the task:
     redelivered(id, token, worker)                 the broker handed out a delivery that was never
                                                    acknowledged (a worker or the broker died):
                                                    the web side decides whether to run it again
-    worker_alive(worker, hardware, online, s)      from start to stop, every PKB_HEARTBEAT_S, busy or
+    worker_alive(worker, hardware, online, s)      from start to stop, every PKB_PRESENCE_S, busy or
                                                    idle: which workers serve which hardware, so a
                                                    page can say that no worker will run an evaluation
 
 Run one worker per GPU set, e.g. `CUDA_VISIBLE_DEVICES=0,1,2,3 python -m evaluator.worker --hardware h200x4`.
 Settings come from the environment: PKB_BROKER_URL (empty: the embedded filesystem broker under
-PKB_BROKER_DIR), PKB_HARDWARE, PKB_WORKER_NAME, PKB_HEARTBEAT_S, PKB_CONSUMER_TIMEOUT_S, PKB_WEB_QUEUE.
+PKB_BROKER_DIR), PKB_HARDWARE, PKB_WORKER_NAME, PKB_HEARTBEAT_S, PKB_PRESENCE_S, PKB_CONSUMER_TIMEOUT_S,
+PKB_WEB_QUEUE.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ def gpu_queue_name(hardware: str) -> str:
 def web_queue_name() -> str:
     """The queue the web side consumes (PKB_WEB_QUEUE): lets several platforms share one broker."""
     return os.environ.get("PKB_WEB_QUEUE", "").strip() or "web"
+
+
+def presence_interval_s() -> float:
+    """How often a worker announces that it serves its queue (PKB_PRESENCE_S). Not the heartbeat:
+    these messages share the web queue with results and heartbeats, and a fast heartbeat (tests)
+    would multiply them."""
+    return env_float("PKB_PRESENCE_S", 30.0)
 
 
 def consumer_timeout_s() -> float:
@@ -344,6 +352,7 @@ def create_app(hardware: str, url: str | None = None) -> Celery:
     )
     web_queue = declare_queue(web_queue_name())
     heartbeat_s = env_float("PKB_HEARTBEAT_S", 30.0)
+    presence_s = presence_interval_s()
 
     def send(name: str, *args, deadline_s: float = RESULT_SEND_DEADLINE_S) -> None:
         send_until(lambda: app.send_task(name, args=list(args), queue=web_queue), deadline_s, name)
@@ -355,7 +364,7 @@ def create_app(hardware: str, url: str | None = None) -> Celery:
         def publish() -> None:
             with app.connection_for_write() as connection:
                 app.send_task(
-                    name, args=list(args), queue=web_queue, connection=connection, expires=max(3 * heartbeat_s, 30.0)
+                    name, args=list(args), queue=web_queue, connection=connection, expires=max(3 * presence_s, 30.0)
                 )
 
         send_until(publish, PROGRESS_SEND_DEADLINE_S, name)
@@ -413,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("this host cannot sandbox submitted code and will refuse every evaluation: %s", reason)
     app = create_app(args.hardware)
     name = args.name or default_worker_name(args.hardware)
-    presence = Presence(app.announce, name, args.hardware, env_float("PKB_HEARTBEAT_S", 30.0))
+    presence = Presence(app.announce, name, args.hardware, presence_interval_s())
     # In the main process, once the pool is up, and when the worker stops (warm shutdown).
     signals.worker_ready.connect(lambda **_: presence.start(), weak=False)
     signals.worker_shutdown.connect(lambda **_: presence.stop(), weak=False)

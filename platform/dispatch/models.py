@@ -1,5 +1,5 @@
 """Which evaluation workers serve which hardware, from their presence messages (evaluator.worker's
-Presence: one when a worker is ready, then one every heartbeat period, busy or idle, and "offline"
+Presence: one when a worker is ready, then one every PKB_PRESENCE_S, busy or idle, and "offline"
 when it stops). GPU hosts never reach the database: the web-side worker writes these rows."""
 
 from __future__ import annotations
