@@ -14,10 +14,14 @@ on the dispatch token that travels with the task:
     redelivered(id, token, worker)                 the broker handed out a delivery that was never
                                                    acknowledged (a worker or the broker died):
                                                    the web side decides whether to run it again
+    worker_alive(worker, hardware, online, s)      from start to stop, every PKB_PRESENCE_S, busy or
+                                                   idle: which workers serve which hardware, so a
+                                                   page can say that no worker will run an evaluation
 
 Run one worker per GPU set, e.g. `CUDA_VISIBLE_DEVICES=0,1,2,3 python -m evaluator.worker --hardware h200x4`.
 Settings come from the environment: PKB_BROKER_URL (empty: the embedded filesystem broker under
-PKB_BROKER_DIR), PKB_HARDWARE, PKB_WORKER_NAME, PKB_HEARTBEAT_S, PKB_CONSUMER_TIMEOUT_S, PKB_WEB_QUEUE.
+PKB_BROKER_DIR), PKB_HARDWARE, PKB_WORKER_NAME, PKB_HEARTBEAT_S, PKB_PRESENCE_S, PKB_CONSUMER_TIMEOUT_S,
+PKB_WEB_QUEUE.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Exchange, Queue
 
 from evaluator.results import InvalidResult, Result, Stage
@@ -52,6 +56,7 @@ HEARTBEAT = "dispatch.tasks.heartbeat"
 STORE_RESULT = "dispatch.tasks.store_result"
 REPORT_FAILURE = "dispatch.tasks.report_failure"
 REDELIVERED = "dispatch.tasks.redelivered"
+WORKER_ALIVE = "dispatch.tasks.worker_alive"
 
 # RabbitMQ closes a channel whose delivery stays unacknowledged longer than its consumer timeout,
 # and Redis hands an unacknowledged message out again after its visibility timeout. Evaluations
@@ -77,6 +82,13 @@ def gpu_queue_name(hardware: str) -> str:
 def web_queue_name() -> str:
     """The queue the web side consumes (PKB_WEB_QUEUE): lets several platforms share one broker."""
     return os.environ.get("PKB_WEB_QUEUE", "").strip() or "web"
+
+
+def presence_interval_s() -> float:
+    """How often a worker announces that it serves its queue (PKB_PRESENCE_S). Not the heartbeat:
+    these messages share the web queue with results and heartbeats, and a fast heartbeat (tests)
+    would multiply them."""
+    return env_float("PKB_PRESENCE_S", 30.0)
 
 
 def consumer_timeout_s() -> float:
@@ -259,6 +271,40 @@ class Progress:
             log.warning("could not send %s for evaluation %s: %s", name, self.job.evaluation, exc)
 
 
+class Presence:
+    """Tells the web side that this worker serves its hardware's queue: once when it is ready, then
+    every `interval_s` whether it is busy or idle, and once more ("offline") when it stops. Runs in
+    the worker's main process, on a thread of its own with its own broker connections."""
+
+    def __init__(self, send: Send, worker: str, hardware: str, interval_s: float):
+        self.send, self.worker, self.hardware, self.interval_s = send, worker, hardware, interval_s
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="presence", daemon=True)
+
+    def start(self) -> None:
+        if not self.thread.is_alive() and not self.stopped.is_set():
+            self.thread.start()
+
+    def stop(self) -> None:
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=PROGRESS_SEND_DEADLINE_S + 1)
+        self._announce(online=False)
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            self._announce(online=True)
+            self.stopped.wait(self.interval_s)
+
+    def _announce(self, online: bool) -> None:
+        try:
+            self.send(WORKER_ALIVE, self.worker, self.hardware, online, self.interval_s)
+        except Exception as exc:  # best effort: the next announcement may get through
+            log.warning("could not announce this worker (%s): %s", "online" if online else "offline", exc)
+
+
 def run_job(job: Job, worker: str, send: Send, heartbeat_s: float) -> str:
     """Claim, evaluate, report. Returns what was reported: "result" or "failure"."""
     from evaluator.launch import EvaluationRequest, EvaluatorError, NoSandbox, evaluate
@@ -306,9 +352,24 @@ def create_app(hardware: str, url: str | None = None) -> Celery:
     )
     web_queue = declare_queue(web_queue_name())
     heartbeat_s = env_float("PKB_HEARTBEAT_S", 30.0)
+    presence_s = presence_interval_s()
 
     def send(name: str, *args, deadline_s: float = RESULT_SEND_DEADLINE_S) -> None:
         send_until(lambda: app.send_task(name, args=list(args), queue=web_queue), deadline_s, name)
+
+    def announce(name: str, *args) -> None:
+        """A presence message: on a connection of its own (never the pool the evaluation task
+        uses), and dropped unread once a few more are due, so a backlog never revives a stopped worker."""
+
+        def publish() -> None:
+            with app.connection_for_write() as connection:
+                app.send_task(
+                    name, args=list(args), queue=web_queue, connection=connection, expires=max(3 * presence_s, 30.0)
+                )
+
+        send_until(publish, PROGRESS_SEND_DEADLINE_S, name)
+
+    app.announce = announce
 
     @app.task(name=EVALUATE_TASK, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
     def evaluate_task(self, payload: dict[str, Any]) -> str:
@@ -360,10 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         # admin to see, instead of waiting for a worker that never comes.
         log.error("this host cannot sandbox submitted code and will refuse every evaluation: %s", reason)
     app = create_app(args.hardware)
+    name = args.name or default_worker_name(args.hardware)
+    presence = Presence(app.announce, name, args.hardware, presence_interval_s())
+    # In the main process, once the pool is up, and when the worker stops (warm shutdown).
+    signals.worker_ready.connect(lambda **_: presence.start(), weak=False)
+    signals.worker_shutdown.connect(lambda **_: presence.stop(), weak=False)
     app.worker_main(
         [
             "worker",
-            f"--hostname={args.name or default_worker_name(args.hardware)}",
+            f"--hostname={name}",
             f"--loglevel={args.loglevel}",
             "--pool=prefork",
             "--concurrency=1",

@@ -30,7 +30,8 @@ from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
 from submissions.models import Evaluation, Hardware, Problem, Submission
-from submissions.queueing import backlog, queue_position
+from submissions.presenters import number_runs
+from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NewSubmission, RateLimited, create_submission
 from submissions.validation import InvalidCode
 
@@ -71,12 +72,23 @@ def _evaluation_summary(ev: Evaluation) -> dict:
         "finished_at",
     )
     data = {f: getattr(ev, f) for f in fields}
-    data.update(hardware=ev.hardware.slug, queue_position=queue_position(ev))
+    serving = workers(ev.hardware) if ev.state == "queued" else None
+    data.update(
+        hardware=ev.hardware.slug,
+        queue_position=queue_position(ev),
+        workers=None if serving is None else [w.name for w in serving],
+        run=getattr(ev, "run", None) or _run_number(ev),
+    )
     return data
+
+
+def _run_number(ev: Evaluation) -> int:
+    return Evaluation.objects.filter(submission_id=ev.submission_id, hardware_id=ev.hardware_id, pk__lte=ev.pk).count()
 
 
 def _submission_out(sub: Submission, user) -> dict:
     evaluations = list(sub.evaluations.all())
+    number_runs(evaluations)
     return {
         "id": sub.pk,
         "problem": sub.problem.slug,
@@ -128,7 +140,11 @@ def get_prompt(request, slug: Slug, hardware: Slug):
 @api.get("/hardware", response=list[HardwareOut], tags=["catalog"])
 def list_hardware(request):
     return [
-        {**{f: getattr(hw, f) for f in HardwareOut.model_fields if f != "queued"}, "queued": backlog(hw)}
+        {
+            **{f: getattr(hw, f) for f in HardwareOut.model_fields if f not in ("queued", "workers")},
+            "queued": backlog(hw),
+            "workers": [w.name for w in workers(hw) or []],
+        }
         for hw in Hardware.objects.filter(active=True)
     ]
 

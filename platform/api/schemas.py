@@ -55,6 +55,7 @@ class HardwareOut(Schema):
     hbm_tbps: float
     nvlink_gbps: float
     queued: int | None = Field(None, description="evaluations waiting in this hardware's queue")
+    workers: list[str] = Field([], description="the workers serving this hardware's queue now (empty: none is)")
 
 
 class SubmissionIn(Schema):
@@ -78,6 +79,10 @@ class EvaluationSummary(Schema):
     stage: Stage
     status: Status | None
     queue_position: int | None
+    workers: list[str] | None = Field(
+        None, description="while queued: the workers serving its hardware now (empty: none is, it waits for one)"
+    )
+    run: int = Field(1, description="1: the submission's first evaluation on this hardware; 2 and up: reruns")
     correct: bool | None
     speedup: float | None
     utilization: float | None

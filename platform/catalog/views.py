@@ -9,8 +9,10 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
+from catalog import examples
 from catalog.prompt import build_prompt
 from catalog.rooflines import roofline_rows
+from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.ranking import best_speedups, leaderboard, solved_counts
 from submissions.models import Hardware, Problem
@@ -54,6 +56,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
         return HttpResponse(table)
     context = {
         "table": table,
+        "first_example": _first_example(request),
         "levels": LEVELS,
         "parallelisms": PARALLELISM,
         "level": level,
@@ -63,12 +66,29 @@ def catalog(request: HttpRequest) -> HttpResponse:
     return render(request, "catalog/catalog.html", context)
 
 
+def _first_example(request: HttpRequest) -> dict | None:
+    """For newcomers (no submission yet): the first example that runs here without a GPU."""
+    if request.user.is_authenticated and request.user.submissions.exists():
+        return None
+    example = examples.first_cpu_example()
+    if example is None or not Problem.objects.filter(slug=example.problem, active=True).exists():
+        return None
+    runs_it = [hw for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    # The hardware without a GPU, where there is some: what a newcomer's own machine has.
+    hardware = [hw.slug for hw in runs_it if hw.mode == Mode.CPU] or [hw.slug for hw in runs_it]
+    return {"example": example, "hardware": hardware} if hardware else None
+
+
 def problem(request: HttpRequest, slug: str) -> HttpResponse:
     prob = get_object_or_404(Problem, slug=slug)
     hardware = list(Hardware.objects.filter(active=True))
     context = {
         "problem": prob,
         "hardware": hardware,
+        "examples": [
+            {"example": e, "hardware": [hw.slug for hw in hardware if e.runs_on(hw)]}
+            for e in examples.for_problem(prob.slug)
+        ],
         "reference_html": highlight(prob.reference_source, PythonLexer(), HtmlFormatter(cssclass="highlight")),
         "rooflines": roofline_rows(prob, hardware),
         "leaderboards": [(hw, leaderboard(prob, hw, limit=LEADERBOARD_PREVIEW)) for hw in hardware],

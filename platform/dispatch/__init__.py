@@ -1,7 +1,7 @@
 """Dispatch: from a queued Evaluation row to a GPU worker and back.
 
-The web side calls `enqueue(evaluation_id)` once the row is committed, and reads `queue_position`
-and `backlog` for its pages and API. Everything else (the web-queue tasks that store results and
+The web side calls `enqueue(evaluation_id)` once the row is committed, and reads `queue_position`,
+`backlog` and `workers` for its pages and API. Everything else (the web-queue tasks that store results and
 progress, the reaper) lives in the submodules. Importing this package loads no models, so it is
 safe while Django is still starting.
 """
@@ -28,3 +28,10 @@ def backlog(hardware) -> int:
     from dispatch.positions import backlog as _backlog
 
     return _backlog(hardware)
+
+
+def workers(hardware) -> list:
+    """The workers serving this hardware's queue now (dispatch.presence.ServingWorker), by name."""
+    from dispatch.presence import serving
+
+    return serving(hardware)

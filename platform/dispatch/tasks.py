@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from dispatch import reaper, transitions
+from dispatch import presence, reaper, transitions
 from evaluator import worker as names
 from pkb_site.celery import app
 
@@ -58,3 +58,8 @@ def check_lease(evaluation_id: int, token: str) -> str:
 @app.task(name="dispatch.tasks.reap", **DATABASE_DOWN)
 def reap() -> dict:
     return dict(reaper.reap())
+
+
+@app.task(name=names.WORKER_ALIVE, **DATABASE_DOWN)
+def worker_alive(worker: str, hardware: str, online: bool = True, interval_s: float = 30.0) -> None:
+    presence.record(worker, hardware, bool(online), float(interval_s))

@@ -2,4 +2,5 @@ from django.conf import settings
 
 
 def site(request):
-    return {"site_name": settings.SITE_NAME}
+    # Not "site_name": Django's auth views (the login page) put the request's host and port there.
+    return {"platform_name": settings.SITE_NAME}

@@ -1,9 +1,14 @@
+from django.conf import settings
 from django.contrib import admin
 from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from api.api import api
+
+admin.site.site_header = f"{settings.SITE_NAME} administration"
+admin.site.site_title = f"{settings.SITE_NAME} admin"
+admin.site.index_title = "Problems, hardware, submissions and case studies"
 
 urlpatterns = [
     path("", include("catalog.urls")),

@@ -42,6 +42,14 @@ def _intermediate(modeladmin, request, queryset, form, title: str, action: str):
     return render(request, "admin/submissions/action_form.html", context)
 
 
+def _not_again(requested: int, created: list) -> str:
+    skipped = requested - len(created)
+    if not skipped:
+        return ""
+    were = "was" if skipped == 1 else "were"
+    return f" {skipped} {were} already queued or running there and not queued again."
+
+
 @admin.register(Problem)
 class ProblemAdmin(admin.ModelAdmin):
     list_display = ("slug", "pkb_id", "title", "level", "parallelism", "bitwise", "active")
@@ -90,9 +98,13 @@ class HardwareAdmin(admin.ModelAdmin):
 
     def _queue_leaders(self, request, hardware: Hardware) -> None:
         ids = leading_submission_ids(settings.PKB_LEADERS_PER_PROBLEM, exclude_hardware=hardware)
-        submissions = Submission.objects.filter(pk__in=ids).select_related("problem")
-        created = queue_evaluations(list(submissions), hardware, requested_by=request.user)
-        self.message_user(request, f"Queued {len(created)} leading submissions on {hardware.slug}.", messages.SUCCESS)
+        submissions = list(Submission.objects.filter(pk__in=ids).select_related("problem"))
+        created = queue_evaluations(submissions, hardware, requested_by=request.user)
+        self.message_user(
+            request,
+            f"Queued {len(created)} leading submissions on {hardware.slug}.{_not_again(len(submissions), created)}",
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Queue each problem's leading submissions on the selected hardware")
     def queue_leaders(self, request, queryset):
@@ -132,8 +144,13 @@ class SubmissionAdmin(admin.ModelAdmin):
         if form.cleaned_data["every_correct"]:
             correct = eligible().filter(submission=OuterRef("pk"))
             queryset = Submission.objects.filter(Exists(correct))
-        created = queue_evaluations(list(queryset.select_related("problem")), hardware, requested_by=request.user)
-        self.message_user(request, f"Queued {len(created)} evaluations on {hardware.slug}.", messages.SUCCESS)
+        submissions = list(queryset.select_related("problem"))
+        created = queue_evaluations(submissions, hardware, requested_by=request.user)
+        self.message_user(
+            request,
+            f"Queued {len(created)} evaluations on {hardware.slug}.{_not_again(len(submissions), created)}",
+            messages.SUCCESS,
+        )
         return None
 
     @admin.action(description="Mark rejected (hidden from rankings)…")
@@ -184,6 +201,14 @@ class CaseStudyAdmin(admin.ModelAdmin):
     prepopulated_fields = {"slug": ("title",)}
     raw_id_fields = ("evaluations",)
     search_fields = ("title", "body")
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change, **kwargs)
+        # The model allows no author (kept when its account is deleted); left empty here, it is
+        # whoever saves the study (save_model).
+        form.base_fields["author"].required = False
+        form.base_fields["author"].help_text = "empty: you"
+        return form
 
     def save_model(self, request, obj, form, change):
         if obj.author_id is None:

@@ -95,13 +95,29 @@ def roofline_chart(rows: list[dict]) -> dict | None:
     return charts.bar([r["name"] for r in rows], series, "shape", "time (µs, log scale)", y_log=True)
 
 
-def evaluation_view(ev: Evaluation, problem: Problem, position: int | None, detailed: bool) -> dict:
+def number_runs(evaluations) -> None:
+    """Set `run` on each evaluation: 1 for a submission's first on a hardware, 2 for the first
+    rerun there, and so on (in the order they were created)."""
+    seen: dict[tuple[int, int], int] = {}
+    for ev in sorted(evaluations, key=lambda e: e.pk):
+        key = (ev.submission_id, ev.hardware_id)
+        seen[key] = ev.run = seen.get(key, 0) + 1
+
+
+def evaluation_view(
+    ev: Evaluation, problem: Problem, position: int | None, detailed: bool, queue: dict | None = None
+) -> dict:
+    """`queue`, for a queued evaluation: its queue's length and the workers serving it (None: unknown)."""
     doc = ev.result or {}
+    queue = queue or {}
     rows = shape_rows(doc, problem) if detailed else []
     correct = ev.status == Status.CORRECT
     return {
         "evaluation": ev,
         "position": position,
+        "queue_length": queue.get("length"),
+        "workers": queue.get("workers"),
+        "run": getattr(ev, "run", 1),
         "progress": progress(ev),
         "status_text": STATUS_TEXT.get(ev.status or "", ""),
         "correct": correct,

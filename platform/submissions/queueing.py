@@ -42,3 +42,10 @@ def queue_position(evaluation) -> int | None:
 def backlog(hardware) -> int | None:
     count = _dispatch_function("backlog")
     return count(hardware) if count else None
+
+
+def workers(hardware) -> list | None:
+    """The workers serving this hardware's queue now (each with .name, .last_seen, .running), or
+    None while the dispatch app is absent."""
+    serving = _dispatch_function("workers")
+    return serving(hardware) if serving else None

@@ -84,25 +84,38 @@ def create_submission(owner, new: NewSubmission) -> Submission:
 
 
 def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_hardware=()) -> list[Evaluation]:
-    """Queue one evaluation of each submission on each hardware (reruns included)."""
+    """Queue one evaluation of each submission on each hardware (reruns included), except where one
+    is already queued or running there: a rerun never doubles a run that has not finished. Returns
+    the evaluations created."""
+    submissions = list(submissions)
+    targets = list({hw.pk: hw for hw in (hardware, *extra_hardware)}.values())
+    ids = [s.pk for s in submissions]
     now = timezone.now()
-    rows = [
-        Evaluation(
-            submission=s,
-            hardware=hw,
-            problem_id=s.problem_id,
-            model_tag=s.model_tag,
-            world_size=world_size_for(s.problem, hw),
-            mode=hw.mode,
-            state="queued",
-            stage=Stage.QUEUED.value,
-            queued_at=now,
-            requested_by=requested_by,
-        )
-        for s in submissions
-        for hw in (hardware, *extra_hardware)
-    ]
     with transaction.atomic():
+        # Locked, so that of two concurrent reruns of a submission only one finds nothing active.
+        list(Submission.objects.select_for_update().filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
+        active = set(
+            Evaluation.objects.filter(
+                submission_id__in=ids, hardware__in=targets, state__in=("queued", "running")
+            ).values_list("submission_id", "hardware_id")
+        )
+        rows = [
+            Evaluation(
+                submission=s,
+                hardware=hw,
+                problem_id=s.problem_id,
+                model_tag=s.model_tag,
+                world_size=world_size_for(s.problem, hw),
+                mode=hw.mode,
+                state="queued",
+                stage=Stage.QUEUED.value,
+                queued_at=now,
+                requested_by=requested_by,
+            )
+            for s in submissions
+            for hw in targets
+            if (s.pk, hw.pk) not in active
+        ]
         created = Evaluation.objects.bulk_create(rows)
         enqueue_on_commit([e.pk for e in created])
     return created

@@ -1,15 +1,18 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
+from catalog import examples
 from leaderboards.comparisons import submission_outputs
 from submissions.forms import SubmissionForm
-from submissions.models import Hardware, Submission
-from submissions.presenters import evaluation_view
-from submissions.queueing import queue_position
+from submissions.models import Evaluation, Hardware, Submission
+from submissions.presenters import evaluation_view, number_runs
+from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NewSubmission, RateLimited, create_submission
 
 STOP_POLLING = 286  # htmx stops an `every 2s` trigger on this status
@@ -17,6 +20,7 @@ STOP_POLLING = 286  # htmx stops an `every 2s` trigger on this status
 
 @login_required
 def submit(request: HttpRequest) -> HttpResponse:
+    example = None
     if request.method == "POST":
         form = SubmissionForm(request.POST, request.FILES)
         if form.is_valid():
@@ -37,9 +41,26 @@ def submit(request: HttpRequest) -> HttpResponse:
             else:
                 return redirect(submission)
     else:
+        example = examples.get(request.GET.get("example", ""))
         initial = {"problem": request.GET.get("problem"), "hardware": Hardware.objects.filter(active=True)[:1]}
+        if example:
+            initial.update(example_initial(example))
         form = SubmissionForm(initial=initial)
-    return render(request, "submissions/submit.html", {"form": form})
+    return render(request, "submissions/submit.html", {"form": form, "example": example})
+
+
+def example_initial(example: examples.Example) -> dict:
+    """The submit form filled in with an example: its code, backend and problem, tagged "example",
+    on the hardware that runs it (the site's default first)."""
+    runs_it = [hw for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
+    runs_it.sort(key=lambda hw: hw.slug != settings.PKB_DEFAULT_HARDWARE)
+    return {
+        "problem": example.problem,
+        "backend": example.backend,
+        "model_tag": "example",
+        "code": example.code,
+        "hardware": runs_it[:1],
+    }
 
 
 def _submission(pk: int) -> Submission:
@@ -47,8 +68,16 @@ def _submission(pk: int) -> Submission:
 
 
 def _evaluations(submission: Submission, detailed: bool) -> list[dict]:
-    evaluations = submission.evaluations.select_related("hardware").order_by("queued_at", "pk")
-    return [evaluation_view(ev, submission.problem, queue_position(ev), detailed) for ev in evaluations]
+    evaluations = list(submission.evaluations.select_related("hardware").order_by("queued_at", "pk"))
+    number_runs(evaluations)
+    queues: dict[int, dict] = {}  # per hardware, for its queued evaluations
+    for ev in evaluations:
+        if ev.state == "queued" and ev.hardware_id not in queues:
+            queues[ev.hardware_id] = {"length": backlog(ev.hardware), "workers": workers(ev.hardware)}
+    return [
+        evaluation_view(ev, submission.problem, queue_position(ev), detailed, queues.get(ev.hardware_id))
+        for ev in evaluations
+    ]
 
 
 def submission(request: HttpRequest, pk: int) -> HttpResponse:
@@ -86,9 +115,10 @@ def status(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 def mine(request: HttpRequest) -> HttpResponse:
-    submissions = (
-        Submission.objects.filter(owner=request.user)
-        .select_related("problem")
-        .prefetch_related("evaluations__hardware")[:200]
+    evaluations = Prefetch("evaluations", Evaluation.objects.select_related("hardware").order_by("pk"))
+    submissions = list(
+        Submission.objects.filter(owner=request.user).select_related("problem").prefetch_related(evaluations)[:200]
     )
+    for sub in submissions:
+        number_runs(sub.evaluations.all())
     return render(request, "submissions/mine.html", {"submissions": submissions})

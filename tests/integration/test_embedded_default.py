@@ -31,7 +31,8 @@ def fresh_copy(tmp_path: Path) -> Path:
     shutil.copytree(REPO, root, ignore=shutil.ignore_patterns(*NOT_COPIED), symlinks=True)
     (root / ".venv").symlink_to(Path(sys.prefix))
     (root / "var").mkdir()
-    (root / "var" / "installed").write_text(hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest() + "\n")
+    digest = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()
+    (root / "var" / "installed").write_text(f"{digest} cpu,web,worker\n")  # bin/install's stamp
     return root
 
 
@@ -107,4 +108,3 @@ def _up(base: str) -> bool:
         return requests.get(base + "/accounts/login/", timeout=2).status_code == 200
     except requests.RequestException:
         return False
-

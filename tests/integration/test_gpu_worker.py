@@ -149,3 +149,26 @@ def test_broker_settings_per_transport(tmp_path, monkeypatch):
     settings = worker.common_settings("amqp://guest@localhost//")
     assert settings["task_acks_late"] and settings["task_reject_on_worker_lost"]
     assert settings["worker_prefetch_multiplier"] == 1 and settings["result_backend"] is None
+
+
+def test_announces_itself_while_it_serves_busy_or_idle_then_that_it_stopped():
+    outbox = Outbox()
+    presence = worker.Presence(outbox, "gpu-h200x4@host", "h200x4", interval_s=0.05)
+    presence.start()
+    deadline = threading.Event()
+    while len(outbox.messages) < 3 and not deadline.wait(0.02):
+        pass
+    presence.stop()
+    *alive, last = outbox.messages
+    assert len(alive) >= 3 and set(alive) == {(worker.WORKER_ALIVE, "gpu-h200x4@host", "h200x4", True, 0.05)}
+    assert last == (worker.WORKER_ALIVE, "gpu-h200x4@host", "h200x4", False, 0.05)
+    presence.stop()  # once only
+    assert len(outbox.messages) == len(alive) + 1
+
+
+def test_an_announcement_the_broker_refuses_is_dropped_not_raised():
+    def down(*args, **kwargs):
+        raise ConnectionRefusedError("broker down")
+
+    presence = worker.Presence(down, "w", "cpu", interval_s=10)
+    presence.stop()  # nothing raised

@@ -21,6 +21,7 @@ def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu)
     for path in ("problem", "hardware", "submission", "evaluation", "casestudy"):
         assert admin_client.get(f"/admin/submissions/{path}/").status_code == 200, path
     assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
+    assert admin_client.get("/admin/dispatch/workerpresence/").status_code == 200
 
 
 def test_reevaluate_selected_on_a_chosen_hardware(
@@ -93,3 +94,43 @@ def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
 def test_non_staff_cannot_use_the_admin(client, user):
     client.force_login(user)
     assert client.get("/admin/submissions/submission/").status_code == 302
+
+
+def test_add_a_case_study_without_choosing_an_author(admin_client, admin_user, judged, user, problem, cpu):
+    from submissions.models import CaseStudy
+
+    ev = judged(user, problem, cpu)
+    form = admin_client.get("/admin/submissions/casestudy/add/")
+    assert form.status_code == 200
+    response = admin_client.post(
+        "/admin/submissions/casestudy/add/",
+        {
+            "title": "A ring all-reduce",
+            "slug": "ring",
+            "body": "## Result\n\nTwice as fast.",
+            "author": "",
+            "published": "on",
+            "evaluations": str(ev.pk),
+            "created_at_0": "2026-01-01",
+            "created_at_1": "00:00:00",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:3000]
+    study = CaseStudy.objects.get(slug="ring")
+    assert study.author == admin_user and list(study.evaluations.all()) == [ev]
+    assert admin_client.get("/case-studies/ring/").status_code == 200
+
+
+def test_reevaluating_never_doubles_a_run_that_has_not_finished(admin_client, judged, submit, user, problem, cpu, h200):
+    done = judged(user, problem, cpu)
+    waiting = submit(user, problem, h200, model_tag="other")
+    ids = [done.submission_id, waiting.pk]
+    first = run_action(admin_client, "reevaluate", ids, hardware=str(cpu.pk), apply="Apply")
+    assert first.status_code == 302
+    assert Evaluation.objects.filter(hardware=cpu, state="queued").count() == 2  # a rerun, and a first run
+    again = run_action(admin_client, "reevaluate", ids, hardware=str(cpu.pk), apply="Apply")
+    assert Evaluation.objects.filter(hardware=cpu, state="queued").count() == 2  # nothing doubled
+    message = admin_client.get(again["Location"]).content.decode()
+    assert "Queued 0 evaluations on cpu. 2 were already queued or running there and not queued again." in message
+    run_action(admin_client, "reevaluate", [waiting.pk], hardware=str(h200.pk), apply="Apply")
+    assert Evaluation.objects.filter(hardware=h200).count() == 1  # still queued: not queued again

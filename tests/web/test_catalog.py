@@ -43,3 +43,12 @@ def test_inactive_problems_are_not_listed(client, problem):
     problem.active = False
     problem.save()
     assert client.get("/").context["rows"] == []
+
+
+def test_newcomers_are_offered_an_example_that_runs_without_a_gpu(client, judged, user, problem, cpu, h200):
+    body = client.get("/").content.decode()
+    assert "New here?" in body and "/submit/?example=allreduce_ring" in body and "runs on cpu)" in body
+    client.force_login(user)
+    assert "New here?" in client.get("/").content.decode()
+    judged(user, problem, cpu)
+    assert "New here?" not in client.get("/").content.decode()  # not once they submitted something

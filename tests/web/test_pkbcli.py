@@ -1,13 +1,21 @@
+import ast
+import importlib.metadata
+import json
+import re
+import sys
 import threading
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 from django.db import connection
 from rich.console import Console
 
-from pkbcli.cli import main, outputs_text, plan, progress_table
+from pkbcli.cli import main, outputs_text, plan, print_results, progress_table
 from pkbcli.naming import RunDirectory, parse_run_directory, parse_solution_file
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -105,7 +113,7 @@ def test_submits_a_directory_and_waits_for_results(
     )
     thread.join()
     out = capsys.readouterr().out
-    assert "submitted" in out and "rejected" in out and "syntax error on line 1" in out
+    assert "submitted" in out and "refused" in out and "syntax error on line 1" in out
     assert "correct" in out and "2.00x" in out
     assert code == 1  # one file was rejected
     ev = Evaluation.objects.get()
@@ -132,3 +140,118 @@ def test_bad_token(live_server, tmp_path, capsys, problem, cpu):
         ]
     )
     assert code == 2 and "HTTP 401" in capsys.readouterr().out
+
+
+def test_runs_on_the_core_dependencies_alone():
+    """bin/serve, the README and a GPU host install different extras; pkbcli must work with any of
+    them: every third-party module it imports comes from a core dependency."""
+    core = {
+        re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+        for requirement in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    distributions = importlib.metadata.packages_distributions()
+    imported = set()
+    for source in (REPO / "platform" / "pkbcli").glob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"pkbcli"}
+    assert third_party >= {"requests", "rich"}
+    for module in third_party:
+        provided = {d.lower().replace("_", "-") for d in distributions.get(module, [])}
+        assert provided & core, f"pkbcli imports {module}, which no core dependency of pyproject.toml provides"
+
+
+def test_the_table_says_when_no_worker_serves_a_queue():
+    evaluations = [
+        {"hardware": "h200x4", "state": "queued", "queue_position": 2, "workers": []},
+        {"hardware": "cpu", "state": "queued", "queue_position": 1, "workers": ["gpu-cpu@host"]},
+    ]
+    console = Console(width=120, record=True)
+    console.print(progress_table([{"id": 3, "problem": "allreduce", "model_tag": "m", "evaluations": evaluations}]))
+    text = console.export_text()
+    assert "queued #2, no worker" in text and "queued #1 " in text
+
+
+def test_the_table_is_complete():
+    reason = " ".join(f"word{i}" for i in range(60))  # far wider than the terminal
+    evaluations = [{"hardware": "cpu", "state": "done", "status": "incorrect", "speedup": None, "reason": reason}]
+    console = Console(width=80, record=True)
+    print_results(console, [{"id": 3, "problem": "allreduce", "model_tag": "m", "evaluations": evaluations}])
+    text = console.export_text()
+    assert "…" not in text and "incorrect" in text and " ".join(text.split()).endswith(reason)
+
+
+def test_usage_and_connection_errors_exit_2(tmp_path, capsys):
+    assert main(["--url", "http://127.0.0.1:9", "status", "1"]) == 2
+    assert "cannot reach http://127.0.0.1:9" in capsys.readouterr().out
+    assert main(["--url", "http://127.0.0.1:9", "submit", str(tmp_path / "missing.py"), "--model", "m"]) == 2
+    assert "no such file or directory" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        main(["submit"])
+    assert exited.value.code == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exit_codes_and_json_follow_the_results(live_server, capsys, user, problem, cpu, judged, submit):
+    correct = judged(user, problem, cpu).submission_id
+    incorrect = judged(user, problem, cpu, status="incorrect", model_tag="other").submission_id
+    queued = submit(user, problem, cpu, model_tag="third").pk
+
+    def status(*ids, json_output=True):
+        code = main(["--url", live_server.url, "status", *map(str, ids), *(["--json"] if json_output else [])])
+        return code, capsys.readouterr()
+
+    code, out = status(correct)
+    document = json.loads(out.out)
+    assert code == 0 and document["exit_code"] == 0 and document["counts"] == {"correct": 1, "failed": 0, "pending": 0}
+    [sub] = document["submissions"]
+    assert sub["id"] == correct and sub["evaluations"][0]["status"] == "correct" and "code" not in sub
+
+    code, out = status(correct, incorrect, queued)
+    document = json.loads(out.out)
+    assert code == 1 and document["counts"] == {"correct": 1, "failed": 1, "pending": 1}
+
+    code, out = status(correct, queued)
+    assert code == 3 and json.loads(out.out)["counts"]["pending"] == 1
+
+    code, out = status(correct, incorrect, json_output=False)
+    assert code == 1 and "incorrect" in out.out and "1 correct, 1 failed" in out.out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_submit_waits_then_exits_0_only_if_all_are_correct(
+    live_server, tmp_path, capsys, user, problem, cpu, worker, make_result
+):
+    from accounts.models import ApiToken
+    from submissions.models import Evaluation
+
+    _, token = ApiToken.objects.issue(user)
+    solution = tmp_path / "mine.py"
+    solution.write_text("import torch\n\ndef solution(t):\n    return t\n")
+
+    def finish_later():  # the first evaluation comes out correct, the second incorrect
+        deadline = time.monotonic() + 20
+        try:
+            for status in ("correct", "incorrect"):
+                while not (ev := Evaluation.objects.filter(state="queued", dispatch_token__isnull=False).first()):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+                worker.finish(ev, make_result(ev, status=status))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=finish_later)
+    thread.start()
+    args = ["--url", live_server.url, "--token", token, "submit", str(solution), "--problem", "allreduce"]
+    args += ["--model", "human", "--poll", "0.2", "--timeout", "20", "--json"]
+    first = main(args)
+    first_out = json.loads(capsys.readouterr().out)
+    second = main(args)
+    second_out = json.loads(capsys.readouterr().out)
+    thread.join()
+    assert (first, first_out["counts"]["correct"]) == (0, 1)
+    assert (second, second_out["counts"]["failed"]) == (1, 1)
+    assert second_out["submissions"][0]["evaluations"][0]["status"] == "incorrect"

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -48,3 +50,18 @@ def test_problem_outside_the_suite_has_no_roofline(client, problem):
 
 def test_unknown_problem_is_404(client, db):
     assert client.get("/problems/nope/").status_code == 404
+
+
+def test_offers_the_examples_that_run_without_a_gpu_first(client, synced, cpu, h200):
+    body = client.get("/problems/allgather/").content.decode()
+    listed = re.findall(r'data-example="([^"]+)"', body)
+    assert listed == ["allgather_ring", "allgather_symm_mem"]  # the CPU one first, then the GPU one
+    ring = body.split('data-example="allgather_ring"')[1].split("</li>")[0]
+    assert "runs on the CPU" in ring and "/submit/?example=allgather_ring" in ring and "runs on cpu, h200x4" in ring
+    symm = body.split('data-example="allgather_symm_mem"')[1].split("</li>")[0]
+    assert "needs GPUs" in symm and "runs on h200x4" in symm
+
+
+def test_says_when_no_hardware_here_runs_an_example(client, synced, cpu):
+    symm = client.get("/problems/allgather/").content.decode().split('data-example="allgather_symm_mem"')[1]
+    assert "none of this platform's hardware runs it" in symm.split("</li>")[0]

@@ -88,7 +88,8 @@ def test_an_older_run_finishing_late_does_not_replace_a_newer_result(
 ):
     sub = submit(user, problem, cpu)
     first = sub.evaluations.get()
-    [second] = queue_evaluations([sub], cpu)
+    # queue_evaluations never doubles an unfinished run; rows written otherwise are still ordered.
+    second = Evaluation.objects.create(submission=sub, hardware=cpu, world_size=2, mode="cpu")
     broker.enqueue(second.pk)
     worker.finish(second, make_result(second, speedups=(2, 2, 2)))
     worker.finish(first, make_result(first, speedups=(5, 5, 5)))  # the older delivery comes back last

@@ -79,3 +79,25 @@ def test_my_submissions(client, submit, user, other_user, problem, cpu):
 
 def test_unknown_submission_is_404(client, db):
     assert client.get("/submissions/999/").status_code == 404
+
+
+def test_reruns_are_labelled(client, judged, broker, worker, make_result, user, problem, cpu):
+    from submissions.services import queue_evaluations
+
+    first = judged(user, problem, cpu)
+    [rerun] = queue_evaluations([first.submission], cpu)
+    broker.enqueue(rerun.pk)
+
+    def headings():
+        body = client.get(f"/submissions/{first.submission_id}/").content.decode()
+        return [body.split(f'id="evaluation-{ev.pk}"')[1].split("</h2>")[0] for ev in (first, rerun)]
+
+    original, again = headings()
+    assert "rerun" not in original and 'class="badge rerun">rerun<' in again
+    client.force_login(user)
+    mine = client.get("/submissions/").content.decode()
+    assert "cpu: correct" in mine and "cpu rerun: queued" in mine
+
+    worker.finish(rerun, make_result(rerun))
+    original, again = headings()
+    assert "replaced by a later run" in original and "replaced" not in again

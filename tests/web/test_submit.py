@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -104,3 +106,33 @@ def test_form_preselects_the_problem(client, user, problem, cpu):
     response = client.get("/submit/?problem=allreduce")
     assert response.context["form"].initial["problem"] == "allreduce"
     assert 'value="allreduce" selected' in response.content.decode()
+
+
+def test_an_example_fills_in_the_form_on_hardware_that_runs_it(client, user, problem, cpu, h200):
+    client.force_login(user)
+    response = client.get("/submit/?example=allreduce_ring")
+    form = response.context["form"]
+    assert form.initial["problem"] == "allreduce" and form.initial["backend"] == "pytorch"
+    assert form.initial["model_tag"] == "example" and [hw.slug for hw in form.initial["hardware"]] == ["cpu"]
+    assert "def solution" in form.initial["code"] and "dist.isend" in form.initial["code"]
+    body = response.content.decode()
+    assert "Loaded the example" in body and "It runs on cpu: press Submit." in body
+    assert re.search(r'value="cpu"[^>]*checked', body) and not re.search(r'value="h200x4"[^>]*checked', body)
+
+    gpu_only = client.get("/submit/?example=allgather_symm_mem").context["form"].initial
+    assert [hw.slug for hw in gpu_only["hardware"]] == ["h200x4"] and gpu_only["backend"] == "cuda"
+    assert "example" not in client.get("/submit/?example=../../etc/passwd").context["form"].initial.get("model_tag", "")
+
+
+def test_an_example_submitted_as_loaded_is_queued(
+    client, user, problem, cpu, broker, django_capture_on_commit_callbacks
+):
+    client.force_login(user)
+    form = client.get("/submit/?example=allreduce_ring").context["form"]
+    data = {name: form[name].value() for name in ("problem", "model_tag", "backend", "code", "sample_index")}
+    data["hardware"] = [hw.slug for hw in form.initial["hardware"]]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post("/submit/", data)
+    sub = Submission.objects.get()
+    assert response.status_code == 302 and sub.model_tag == "example" and sub.backend == "pytorch"
+    assert [(ev.hardware.slug, ev.state) for ev in sub.evaluations.all()] == [("cpu", "queued")]
