@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
@@ -29,6 +30,7 @@ from catalog.prompt import build_prompt
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
+from pkb_site.middleware import too_big
 from submissions.models import Evaluation, Hardware, Problem, Submission
 from submissions.queueing import backlog, queue_position
 from submissions.services import NewSubmission, RateLimited, create_submission
@@ -44,6 +46,16 @@ api = NinjaAPI(
 
 Slug = Annotated[str, StringConstraints(pattern=SLUG)]
 MAX_ID = 2**63 - 1
+
+
+@api.exception_handler(RequestDataTooBig)
+def request_too_big(request, exc):
+    return api.create_response(request, {"detail": too_big(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)}, status=413)
+
+
+@api.exception_handler(SuspiciousOperation)
+def request_unreadable(request, exc):
+    return api.create_response(request, {"detail": f"the request could not be read: {exc}"}, status=400)
 
 
 def _hardware(slug: str) -> Hardware:
