@@ -32,6 +32,7 @@ from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_
 from leaderboards.ranking import leaderboard
 from pkb_site.middleware import too_big
 from submissions.models import Evaluation, Hardware, Problem, Submission
+from submissions.presenters import public_result
 from submissions.queueing import backlog, queue_position
 from submissions.services import NewSubmission, RateLimited, create_submission
 from submissions.validation import InvalidCode
@@ -62,7 +63,8 @@ def _hardware(slug: str) -> Hardware:
     return get_object_or_404(Hardware, slug=slug)
 
 
-def _evaluation_summary(ev: Evaluation) -> dict:
+def _evaluation_summary(ev: Evaluation, details: bool) -> dict:
+    """`details`: the viewer may read why a failed evaluation failed (the code's owner, admins)."""
     fields = (
         "id",
         "world_size",
@@ -84,11 +86,14 @@ def _evaluation_summary(ev: Evaluation) -> dict:
     )
     data = {f: getattr(ev, f) for f in fields}
     data.update(hardware=ev.hardware.slug, queue_position=queue_position(ev))
+    if not details:
+        data["reason"] = ""
     return data
 
 
 def _submission_out(sub: Submission, user) -> dict:
     evaluations = list(sub.evaluations.all())
+    private = sub.code_visible_to(user)
     return {
         "id": sub.pk,
         "problem": sub.problem.slug,
@@ -97,11 +102,11 @@ def _submission_out(sub: Submission, user) -> dict:
         "sample_index": sub.sample_index,
         "run_label": sub.run_label,
         "backend": sub.backend,
-        "sha256": sub.sha256,
+        "sha256": sub.sha256 if private else None,
         "created_at": sub.created_at,
-        "code": sub.code if sub.code_visible_to(user) else None,
+        "code": sub.code if private else None,
         "finished": all(ev.finished for ev in evaluations),
-        "evaluations": [_evaluation_summary(ev) for ev in evaluations],
+        "evaluations": [_evaluation_summary(ev, private) for ev in evaluations],
         "outputs": _agreement_out(submission_outputs(sub.pk)),
         "url": sub.get_absolute_url(),
     }
@@ -189,19 +194,19 @@ def get_submission(request, submission_id: int):
 
 @api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error}, tags=["submissions"])
 def get_evaluation(request, evaluation_id: int):
-    """One evaluation with its full result document (the log only for the code's owner and admins)."""
+    """One evaluation with its result document. Where a failed evaluation went wrong (reason,
+    failing_rank, failure, log_tail, per-shape correctness) and the host's name are for the code's
+    owner and admins only; others get its status."""
     if not 0 < evaluation_id <= MAX_ID:
         return Status(404, {"detail": "no such evaluation"})
     ev = get_object_or_404(Evaluation.objects.select_related("hardware", "submission__problem"), pk=evaluation_id)
-    result = ev.result
-    if result is not None and not ev.submission.code_visible_to(viewer(request)):
-        result = {k: v for k, v in result.items() if k != "log_tail"}
+    details = ev.submission.code_visible_to(viewer(request))
     return {
-        **_evaluation_summary(ev),
+        **_evaluation_summary(ev, details),
         "submission_id": ev.submission_id,
         "problem": ev.submission.problem.slug,
         "model_tag": ev.submission.model_tag,
-        "result": result,
+        "result": ev.result if details else public_result(ev.result),
     }
 
 

@@ -84,7 +84,7 @@ class EvaluationSummary(Schema):
     solution_us: float | None
     reference_us: float | None
     output_digest: str | None
-    reason: str
+    reason: str = Field(..., description="why it failed: only for the code's owner and admins (else empty)")
     hidden: bool
     queued_at: datetime
     started_at: datetime | None
@@ -112,7 +112,7 @@ class SubmissionOut(Schema):
     sample_index: int
     run_label: str
     backend: str
-    sha256: str
+    sha256: str | None = Field(None, description="SHA-256 of the code: only for its owner and admins")
     created_at: datetime
     code: str | None = Field(None, description="only for its owner and admins")
     finished: bool

@@ -46,15 +46,15 @@ def _submission(pk: int) -> Submission:
     return get_object_or_404(Submission.objects.select_related("problem", "owner"), pk=pk)
 
 
-def _evaluations(submission: Submission, detailed: bool) -> list[dict]:
+def _evaluations(submission: Submission, details: bool) -> list[dict]:
     evaluations = submission.evaluations.select_related("hardware").order_by("queued_at", "pk")
-    return [evaluation_view(ev, submission.problem, queue_position(ev), detailed) for ev in evaluations]
+    return [evaluation_view(ev, submission.problem, queue_position(ev), details) for ev in evaluations]
 
 
 def submission(request: HttpRequest, pk: int) -> HttpResponse:
     sub = _submission(pk)
     owner_view = sub.code_visible_to(request.user)
-    evaluations = _evaluations(sub, detailed=True)
+    evaluations = _evaluations(sub, details=owner_view)
     context = {
         "submission": sub,
         "owner_view": owner_view,
@@ -69,11 +69,12 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
 def status(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the submission page, polled every 2 s until every evaluation finished."""
     sub = _submission(pk)
-    evaluations = _evaluations(sub, detailed=True)
+    owner_view = sub.code_visible_to(request.user)
+    evaluations = _evaluations(sub, details=owner_view)
     live = any(not e["evaluation"].finished for e in evaluations)
     context = {
         "submission": sub,
-        "owner_view": sub.code_visible_to(request.user),
+        "owner_view": owner_view,
         "evaluations": evaluations,
         "outputs": submission_outputs(sub.pk),
         "live": live,
