@@ -1,5 +1,8 @@
 from django import forms
+from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
+
+from accounts.names import username_problem
 
 
 class SignUpForm(UserCreationForm):
@@ -7,6 +10,16 @@ class SignUpForm(UserCreationForm):
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
+
+    def clean_username(self):
+        username = super().clean_username()  # None when it already refused the name
+        if not username:
+            return username
+        taken = get_user_model().objects.values_list("username", flat=True)
+        problem = username_problem(username, taken)
+        if problem:
+            raise forms.ValidationError(problem, code="confusable")
+        return username
 
 
 class TokenForm(forms.Form):

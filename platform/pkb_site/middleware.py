@@ -59,13 +59,8 @@ class HostileInputMiddleware:
         return self.get_response(request)
 
 
-def content_security_policy(request: HttpRequest) -> str:
-    directives = dict(settings.PKB_CSP)
-    for prefix, extra in settings.PKB_CSP_RELAXED.items():
-        if request.path.startswith(prefix):
-            for name, sources in extra.items():
-                directives[name] = (*directives.get(name, ()), *sources)
-    return "; ".join(" ".join((name, *sources)) for name, sources in directives.items())
+def content_security_policy() -> str:
+    return "; ".join(" ".join((name, *sources)) for name, sources in settings.PKB_CSP.items())
 
 
 class ContentSecurityPolicyMiddleware:
@@ -76,5 +71,5 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        response.setdefault("Content-Security-Policy", content_security_policy(request))
+        response.setdefault("Content-Security-Policy", content_security_policy())
         return response

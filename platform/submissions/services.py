@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.names import neutralize
 from evaluator.results import Stage
 from submissions.models import BACKENDS, Evaluation, Hardware, Problem, Submission
 from submissions.queueing import enqueue_on_commit
@@ -77,7 +78,7 @@ def create_submission(owner, new: NewSubmission) -> Submission:
             backend=new.backend,
             code=code,
             sample_index=new.sample_index,
-            run_label=new.run_label,
+            run_label=neutralize(new.run_label).strip(),
         )
         queue_evaluations([submission], new.hardware[0], requested_by=owner, extra_hardware=new.hardware[1:])
     return submission
