@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -7,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts import throttle
 from accounts.forms import SignUpForm, TokenForm
 from accounts.models import ApiToken
 
@@ -14,6 +16,12 @@ from accounts.models import ApiToken
 def signup(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated:
         return redirect("account")
+    if request.method == "POST":
+        wait = throttle.signups().hit(throttle.client_key(request))
+        if wait is not None:
+            limit = settings.PKB_SIGNUPS_PER_HOUR
+            message = f"Too many sign-ups from your address (at most {limit} an hour). Try again in {throttle.wait_text(wait)}."
+            return throttle.too_many(request, message, wait)
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()

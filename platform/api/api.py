@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Query, Status
 from pydantic import StringConstraints
 
+from accounts import throttle
 from api.auth import TokenAuth, viewer
 from api.schemas import (
     SLUG,
@@ -52,6 +53,13 @@ MAX_ID = 2**63 - 1
 @api.exception_handler(RequestDataTooBig)
 def request_too_big(request, exc):
     return api.create_response(request, {"detail": too_big(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)}, status=413)
+
+
+@api.exception_handler(throttle.Throttled)
+def throttled(request, exc):
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after_s)
+    return response
 
 
 @api.exception_handler(SuspiciousOperation)
@@ -154,7 +162,7 @@ def list_hardware(request):
     "/submissions",
     auth=TokenAuth(),
     tags=["submissions"],
-    response={201: SubmissionOut, 400: Error, 401: Error, 429: Error},
+    response={201: SubmissionOut, 400: Error, 401: Error, 413: Error, 429: Error},
 )
 def submit(request, payload: SubmissionIn):
     problem = Problem.objects.filter(slug=payload.problem, active=True).first()
@@ -185,22 +193,24 @@ def submit(request, payload: SubmissionIn):
     return Status(201, _submission_out(_submission(sub.pk), request.user))
 
 
-@api.get("/submissions/{submission_id}", response={200: SubmissionOut, 404: Error}, tags=["submissions"])
+@api.get("/submissions/{submission_id}", response={200: SubmissionOut, 404: Error, 429: Error}, tags=["submissions"])
 def get_submission(request, submission_id: int):
+    user = viewer(request)  # a token is checked (and counted) whatever it asks for
     if not 0 < submission_id <= MAX_ID:
         return Status(404, {"detail": "no such submission"})
-    return _submission_out(_submission(submission_id), viewer(request))
+    return _submission_out(_submission(submission_id), user)
 
 
-@api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error}, tags=["submissions"])
+@api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error, 429: Error}, tags=["submissions"])
 def get_evaluation(request, evaluation_id: int):
     """One evaluation with its result document. Where a failed evaluation went wrong (reason,
     failing_rank, failure, log_tail, per-shape correctness) and the host's name are for the code's
     owner and admins only; others get its status."""
+    user = viewer(request)  # a token is checked (and counted) whatever it asks for
     if not 0 < evaluation_id <= MAX_ID:
         return Status(404, {"detail": "no such evaluation"})
     ev = get_object_or_404(Evaluation.objects.select_related("hardware", "submission__problem"), pk=evaluation_id)
-    details = ev.submission.code_visible_to(viewer(request))
+    details = ev.submission.code_visible_to(user)
     return {
         **_evaluation_summary(ev, details),
         "submission_id": ev.submission_id,

@@ -8,6 +8,7 @@ PKB_ENV=production refuses to start with DEBUG on or without PKB_SECRET_KEY.
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -108,6 +109,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",
+    "axes",
     "accounts",
     "submissions",
     "catalog",
@@ -129,6 +131,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out log-in into its page
 ]
 
 # Scripts, styles, fonts and images come from the site itself, on every page (the admin's and the
@@ -183,6 +186,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Log-in attempts go through django-axes first: PKB_LOGIN_FAILURES failures in a row for an account
+# or from an address lock both out for PKB_LOGIN_LOCKOUT_MINUTES (counted in the database, so every
+# web process and the admin's log-in share them). Sign-up and API limits: accounts/throttle.py.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+PKB_LOGIN_FAILURES = envint("PKB_LOGIN_FAILURES", 10)
+PKB_LOGIN_LOCKOUT_MINUTES = envint("PKB_LOGIN_LOCKOUT_MINUTES", 15)
+PKB_SIGNUPS_PER_HOUR = envint("PKB_SIGNUPS_PER_HOUR", 10)
+PKB_API_BAD_TOKENS_PER_HOUR = envint("PKB_API_BAD_TOKENS_PER_HOUR", 30)
+PKB_API_REQUESTS_PER_MINUTE = envint("PKB_API_REQUESTS_PER_MINUTE", 600)
+# Reverse proxies in front of the web server that append to X-Forwarded-For (0: clients connect directly).
+PKB_TRUSTED_PROXIES = envint("PKB_TRUSTED_PROXIES", 0)
+AXES_FAILURE_LIMIT = PKB_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(minutes=PKB_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures are what it needs; successful log-ins are not kept
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.login_locked_out"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog"
 LOGOUT_REDIRECT_URL = "catalog"

@@ -139,6 +139,9 @@ def world(judged, user, other_user, admin_user, problem, other_problem, cpu, h20
     from submissions.models import CaseStudy
 
     settings.PKB_SUBMISSIONS_PER_HOUR = 10_000
+    # Hostile requests by the thousand: the rate limits (test_throttling.py) would answer most of them.
+    settings.PKB_API_BAD_TOKENS_PER_HOUR = settings.PKB_API_REQUESTS_PER_MINUTE = 1_000_000
+    settings.PKB_SIGNUPS_PER_HOUR = settings.AXES_FAILURE_LIMIT = 1_000_000
     correct = judged(user, problem, cpu)
     failed = judged(user, problem, cpu, status="incorrect", model_tag="glm")
     study = CaseStudy.objects.create(title="Study", slug=problem.slug, body="# Hi", published=True)
