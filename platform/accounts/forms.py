@@ -24,3 +24,7 @@ class SignUpForm(UserCreationForm):
 
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, initial="harness", help_text="what uses it, e.g. the CLI on a laptop")
+
+
+class ModelNameForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text='the model tag your runs carry, e.g. "gpt-5.5"')

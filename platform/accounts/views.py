@@ -9,8 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts import throttle
-from accounts.forms import SignUpForm, TokenForm
+from accounts.forms import ModelNameForm, SignUpForm, TokenForm
 from accounts.models import ApiToken
+from submissions.models import ModelName
+from submissions.services import register_model_name, vouch_for
 
 
 def signup(request: HttpRequest) -> HttpResponse:
@@ -39,7 +41,42 @@ def account(request: HttpRequest) -> HttpResponse:
         _, new_token = ApiToken.objects.issue(request.user, form.cleaned_data["name"])
         form = TokenForm()
     tokens = request.user.api_tokens.all()
-    return render(request, "accounts/account.html", {"form": form, "tokens": tokens, "new_token": new_token})
+    context = {
+        "form": form,
+        "tokens": tokens,
+        "new_token": new_token,
+        "model_names": request.user.model_names.prefetch_related("vouched_accounts"),
+        "model_form": ModelNameForm(),
+    }
+    return render(request, "accounts/account.html", context)
+
+
+@login_required
+@require_POST
+def register_model(request: HttpRequest) -> HttpResponse:
+    form = ModelNameForm(request.POST)
+    if form.is_valid():
+        try:
+            model = register_model_name(request.user, form.cleaned_data["name"])
+        except ValueError as e:  # NameTaken included
+            messages.error(request, f"Not registered: {e}.")
+        else:
+            messages.success(request, f"You own the model name {model.name}: comparisons count your runs under it.")
+    else:
+        messages.error(request, "Not registered: " + " ".join(form.errors.get("name", [])))
+    return redirect("account")
+
+
+@login_required
+@require_POST
+def vouch(request: HttpRequest, pk: int) -> HttpResponse:
+    model = get_object_or_404(ModelName, pk=pk, owner=request.user)
+    unknown = vouch_for(model, request.POST.get("accounts", "").replace(",", " ").split())
+    if unknown:
+        messages.error(request, f"No account is called {', '.join(unknown)}: nothing changed.")
+    else:
+        messages.success(request, f"Runs under {model.name} that count: yours and those of the accounts listed.")
+    return redirect("account")
 
 
 @login_required

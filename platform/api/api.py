@@ -22,6 +22,8 @@ from api.schemas import (
     HardwareOut,
     LeaderboardEntryOut,
     ModelComparisonOut,
+    ModelNameIn,
+    ModelNameOut,
     ProblemDetail,
     ProblemOut,
     SubmissionIn,
@@ -32,10 +34,10 @@ from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
 from pkb_site.middleware import too_big
-from submissions.models import Evaluation, Hardware, Problem, Submission
+from submissions.models import Evaluation, Hardware, ModelName, Problem, Submission
 from submissions.presenters import public_result
 from submissions.queueing import backlog, queue_position
-from submissions.services import NewSubmission, RateLimited, create_submission
+from submissions.services import NameTaken, NewSubmission, RateLimited, create_submission, register_model_name
 from submissions.validation import InvalidCode
 
 api = NinjaAPI(
@@ -230,6 +232,7 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
             "submission_id": e.submission.pk,
             "owner": e.submission.owner.username,
             "model_tag": e.submission.model_tag,
+            "vouched": e.evaluation.vouched,
             "backend": e.submission.backend,
             "speedup": e.evaluation.speedup,
             "utilization": e.evaluation.utilization,
@@ -241,24 +244,70 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
     ]
 
 
+@api.get("/models", response=list[ModelNameOut], tags=["results"])
+def list_model_names(request):
+    """Registered model names, their owners and the accounts they vouch for. A tag not listed is unverified."""
+    return [
+        {
+            "name": m.name,
+            "owner": m.owner.username,
+            "vouched_accounts": sorted(u.username for u in m.vouched_accounts.all()),
+            "registered_at": m.registered_at,
+        }
+        for m in ModelName.objects.select_related("owner").prefetch_related("vouched_accounts")
+    ]
+
+
+@api.post(
+    "/models",
+    auth=TokenAuth(),
+    response={201: ModelNameOut, 400: Error, 401: Error, 409: Error, 429: Error},
+    tags=["results"],
+)
+def register_model(request, payload: ModelNameIn):
+    """Register a model name to this account: comparisons then count the runs under it that this
+    account vouches for (its own; more on the account page). First come, first served."""
+    try:
+        model = register_model_name(request.user, payload.name)
+    except NameTaken as e:
+        return Status(409, {"detail": str(e)})
+    except ValueError as e:
+        return Status(400, {"detail": str(e)})
+    return Status(
+        201,
+        {
+            "name": model.name,
+            "owner": request.user.username,
+            "vouched_accounts": [],
+            "registered_at": model.registered_at,
+        },
+    )
+
+
 @api.get("/compare/models", response={200: ModelComparisonOut, 404: Error}, tags=["results"])
 def get_model_comparison(
     request,
     hardware: Slug,
     models: list[Annotated[str, StringConstraints(max_length=100)]] = Query(None),
     level: int | None = Query(None, ge=1, le=6),
+    include_unverified: bool = False,
 ):
-    """fast_p over p in 0..3, roof_u over u in 0..1, pass@k and fast_1@k, and failure counts per model."""
-    cmp = compare_models(_hardware(hardware), [m.replace("\x00", "") for m in models or []] or None, level)
+    """fast_p over p in 0..3, roof_u over u in 0..1, pass@k and fast_1@k, and failure counts per model.
+    Only runs a model name's owner vouches for count (`owner`: who registered it), unless
+    `include_unverified`; then every run counts, and a model without an owner has `owner` null."""
+    models = [m.replace("\x00", "") for m in models or []][:50] or None
+    cmp = compare_models(_hardware(hardware), models, level, include_unverified)
     return {
         "hardware": cmp.hardware.slug,
         "level": cmp.level,
+        "include_unverified": cmp.include_unverified,
         "n_problems": cmp.n_problems,
         "p_grid": list(metrics.P_GRID),
         "u_grid": list(metrics.U_GRID),
         "models": [
             {
                 "model": s.model,
+                "owner": cmp.owners.get(s.model),
                 "attempted": s.attempted,
                 "n_problems": s.n_problems,
                 "samples": s.samples,

@@ -129,6 +129,7 @@ class LeaderboardEntryOut(Schema):
     submission_id: int
     owner: str
     model_tag: str
+    vouched: bool = Field(..., description="the model name's owner vouches for this run")
     backend: str
     speedup: float
     utilization: float | None
@@ -137,8 +138,20 @@ class LeaderboardEntryOut(Schema):
     submitted_at: datetime
 
 
+class ModelNameIn(Schema):
+    name: str = Field(..., pattern=MODEL_TAG, description="the model tag, e.g. gpt-5.5")
+
+
+class ModelNameOut(Schema):
+    name: str
+    owner: str = Field(..., description="the account that registered it")
+    vouched_accounts: list[str] = Field(..., description="other accounts whose runs under it count")
+    registered_at: datetime
+
+
 class ModelScoresOut(Schema):
     model: str
+    owner: str | None = Field(None, description="who registered the name; null: unverified")
     attempted: int
     n_problems: int
     samples: int
@@ -152,6 +165,7 @@ class ModelScoresOut(Schema):
 class ModelComparisonOut(Schema):
     hardware: str
     level: int | None
+    include_unverified: bool
     n_problems: int
     p_grid: list[float]
     u_grid: list[float]

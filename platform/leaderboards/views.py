@@ -60,8 +60,11 @@ def compare_models_view(request: HttpRequest) -> HttpResponse:
     hw_b = _hardware(request.GET.get("hardware_b"))
     level = params.level(request.GET.get("level"))
     chosen = [m[:100] for m in request.GET.getlist("models") if m][:50]
+    unverified = request.GET.get("unverified") == "1"
     chosen_hardware = [hw for hw in (hw_a, hw_b) if hw is not None]
-    panels = [_model_panel(compare_models(hw, chosen or None, level), i) for i, hw in enumerate(chosen_hardware)]
+    panels = [
+        _model_panel(compare_models(hw, chosen or None, level, unverified), i) for i, hw in enumerate(chosen_hardware)
+    ]
     context = {
         "panels": panels,
         "all_hardware": all_hardware,
@@ -70,13 +73,21 @@ def compare_models_view(request: HttpRequest) -> HttpResponse:
         "level": level,
         "levels": LEVELS,
         # Unfiltered, the panels already name every model; a filter needs the full list for the menu.
-        "models": model_tags(hw_a)
+        "models": model_tags(hw_a, unverified)
         if chosen or level
         else sorted({s.model for p in panels for s in p["comparison"].scores}),
         "chosen": chosen,
+        "unverified": unverified,
         "p_grid": metrics.P_GRID,
         # The panels' HTML is cached under the results version too (see the template).
-        "panels_key": (results_version(), hw_a.pk if hw_a else None, hw_b.pk if hw_b else None, level, tuple(chosen)),
+        "panels_key": (
+            results_version(),
+            hw_a.pk if hw_a else None,
+            hw_b.pk if hw_b else None,
+            level,
+            tuple(chosen),
+            unverified,
+        ),
     }
     return render(request, "leaderboards/models.html", context)
 

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from leaderboards.comparisons import submission_outputs
+from leaderboards.ranking import is_vouched
 from submissions.forms import SubmissionForm
 from submissions.models import Hardware, Submission
 from submissions.presenters import evaluation_view
@@ -58,6 +59,7 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
     context = {
         "submission": sub,
         "owner_view": owner_view,
+        "vouched": is_vouched(sub.model_tag, sub.owner_id),
         "evaluations": evaluations,
         "outputs": submission_outputs(sub.pk),
         "live": any(not e["evaluation"].finished for e in evaluations),
