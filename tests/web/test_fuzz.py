@@ -91,6 +91,7 @@ HOSTILE_BODIES = [
 
 # Hostile values for the fields of the API's JSON request bodies.
 HOSTILE_JSON_VALUES = [None, "", "\x00", "²", "\u202e", "A" * 5000, -1, 10**30, 1e308, [], {}, True, ["\x00"] * 20]
+HOSTILE_JSON_VALUES.append("def solution(x):\n    return x\ny = " + "+".join(["1"] * 50_000))  # too deep to parse
 
 METHODS = ["get", "post", "put", "patch", "delete", "options", "head"]
 
@@ -200,19 +201,19 @@ def test_no_page_answers_a_hostile_request_with_a_server_error(world, user, admi
         valid = fill(template, world)
         paths = [valid] if resolves_to(valid, route) else []
         for name in names:  # each parameter hostile in turn, the others valid
-            for segment in rng.sample(HOSTILE_SEGMENTS, 4 if admin_route else len(HOSTILE_SEGMENTS)):
+            for segment in rng.sample(HOSTILE_SEGMENTS, 2 if admin_route else len(HOSTILE_SEGMENTS)):
                 path = fill(template, {**world, name: segment})
                 if resolves_to(path, route):
                     paths.append(path)
         if not paths:
             continue
-        values = rng.sample(HOSTILE_VALUES, 3 if admin_route else len(HOSTILE_VALUES))
+        values = rng.sample(HOSTILE_VALUES, 2 if admin_route else 12)
         queries = ["&".join(f"{p}={v}" for p in params) for v in values]
         queries.append("&".join(f"{p}=1&{p}=%C2%B2" for p in params))  # repeated parameters
         requests = [("get", path, None) for path in paths]
         requests += [("get", f"{paths[0]}?{q}", None) for q in queries]
         for method in rng.sample(METHODS[1:], 2 if admin_route else len(METHODS) - 1):
-            for body in rng.sample(HOSTILE_BODIES, 2 if admin_route else 3):
+            for body in rng.sample(HOSTILE_BODIES, 1 if admin_route else 2):
                 requests.append((method, paths[0], body if method not in ("options", "head") else None))
         for method, path, body in requests:
             name = rng.choice(users)
