@@ -8,7 +8,19 @@ import subprocess
 from datetime import datetime, timezone
 
 from evaluator import results, timing_stats
-from evaluator.results import Digests, Mode, Result, Settings, ShapeResult, Side, StageTime, Status, TimingRun
+from evaluator.results import (
+    Digests,
+    Failure,
+    Mismatch,
+    Mode,
+    Result,
+    Settings,
+    ShapeResult,
+    Side,
+    StageTime,
+    Status,
+    TimingRun,
+)
 from evaluator.roofline import profile, profiles, roofline
 from evaluator.timing_stats import TimingStop
 
@@ -45,17 +57,32 @@ def _log_tail(ranks) -> str:
     return "\n".join(parts)
 
 
-def _status(ranks, outcome) -> tuple[Status, str, int | None, str]:
-    """(status, reason, failing rank, detail) from every rank's report and exit."""
+def _failure(rank: int | None, where: dict | None, shape_names: list[str], last_stage: str = "") -> Failure:
+    """Where it failed, from the failing rank's report (`where`), else from its last stage."""
+    where = where if isinstance(where, dict) else {}
+    mismatch = where.get("mismatch")
+    try:
+        mismatch = Mismatch(**mismatch) if isinstance(mismatch, dict) else None
+    except TypeError:
+        mismatch = None
+    shape = where.get("shape")
+    return Failure(rank=rank, shape=shape if shape in shape_names else None,
+                   step=str(where.get("step") or last_stage or "start"), call=where.get("call"),
+                   calls=where.get("calls"), mismatch=mismatch)
+
+
+def _status(ranks, outcome, shape_names: list[str] = ()) -> tuple[Status, str, int | None, str, Failure | None]:
+    """(status, reason, failing rank, detail, where it failed) from every rank's report and exit."""
     from evaluator.launch import exit_description
 
     if outcome["tampered"]:
-        return Status.REJECTED, outcome["tampered"], None, ""
+        return Status.REJECTED, outcome["tampered"], None, "", None
     # A rank that died without reporting comes first: its peers' errors are consequences.
     crashed = [r for r in ranks if r.final is None and r.exit_code is not None]
     if crashed:
         r = crashed[0]
-        return Status.RUNTIME_ERROR, f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})", r.rank, ""
+        reason = f"rank {r.rank} {exit_description(r.exit_code)} before reporting (stage: {r.last_stage})"
+        return Status.RUNTIME_ERROR, reason, r.rank, "", _failure(r.rank, None, shape_names, r.last_stage)
     finals = [r for r in ranks if r.final]
     failing = [r.final for r in finals if r.final.get("status") != Status.CORRECT]
     if failing:
@@ -71,7 +98,8 @@ def _status(ranks, outcome) -> tuple[Status, str, int | None, str]:
             if code is not None:
                 how = exit_description(code)
                 reason += f"; it was {how}" if how.startswith("killed") else f"; it {how}"
-        return Status(first["status"]), f"rank {origin}: {reason}", origin, first.get("detail", "")
+        where = _failure(origin, first.get("failure"), shape_names)
+        return Status(first["status"]), f"rank {origin}: {reason}", origin, first.get("detail", ""), where
     missing = [r for r in ranks if r.final is None]
     if missing:
         stuck = ", ".join(f"rank {r.rank}" for r in missing)
@@ -79,8 +107,8 @@ def _status(ranks, outcome) -> tuple[Status, str, int | None, str]:
             f"time limit reached; {stuck} did not finish (last stage: {missing[0].last_stage}): "
             "too slow for the limit, or a hang or deadlock"
         )
-        return Status.TIMEOUT, reason, missing[0].rank, ""
-    return Status.CORRECT, "", None, ""
+        return Status.TIMEOUT, reason, missing[0].rank, "", _failure(missing[0].rank, None, shape_names, missing[0].last_stage)
+    return Status.CORRECT, "", None, "", None
 
 
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
@@ -118,7 +146,7 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
 
 def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: float) -> dict:
     """The result document, as JSON, checked the way the platform will check it."""
-    status, reason, failing_rank, detail = _status(ranks, outcome)
+    status, reason, failing_rank, detail, failure = _status(ranks, outcome, [s["name"] for s in shapes])
     environment = dict((ranks[0].final or {}).get("environment") or {})
     mode = Mode(req.mode)
     if mode != Mode.CPU:
@@ -150,6 +178,7 @@ def document(*, req, spec, shapes, ranks, outcome, started_at: float, wall_s: fl
         log_tail=results.tail(log),
         started_at=_iso(started_at),
         finished_at=_iso(started_at + wall_s),
+        failure=failure,
     )
     # The ranks' reports fill parts of it as plain JSON (stages, environment): read it back whole.
     doc = result.to_dict()

@@ -111,6 +111,49 @@ def _as_float64(t: torch.Tensor) -> torch.Tensor:
     return t.double()
 
 
+class Finding(str):
+    """A mismatch as one line of text (what the checks return) that also carries the element it
+    singled out, as the fields of results.Mismatch, for the result document."""
+
+    mismatch: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, text: str, mismatch: dict[str, Any] | None) -> Finding:
+        finding = cls(text)
+        finding.mismatch = mismatch
+        return finding
+
+    def prefixed(self, prefix: str) -> Finding:
+        """The same finding, inside the output named `prefix`."""
+        mismatch = self.mismatch and {**self.mismatch, "output": f"{prefix}: {self.mismatch['output']}"}
+        return Finding.of(f"{prefix}: {self}", mismatch)
+
+
+def _position(flat: int, shape: torch.Size) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        index.append(i)
+    return index[::-1]
+
+
+def _mismatch(where: str, exp: torch.Tensor, flat: int, got: Any, expected: Any, max_err: float | None,
+              allowed: str | None, wrong: int | None) -> dict[str, Any]:
+    def text(v: Any) -> str:
+        return f"{v:.6g}" if isinstance(v, float) else repr(v)
+
+    finite = max_err is not None and max_err == max_err and abs(max_err) != float("inf")
+    return {"output": where, "index": _position(flat, exp.shape), "flat_index": flat, "got": text(got),
+            "expected": text(expected), "max_abs_error": max_err if finite else None, "allowed": allowed,
+            "wrong": wrong, "elements": exp.numel()}
+
+
+def _differing(got: torch.Tensor, exp: torch.Tensor) -> int:
+    """How many elements differ in at least one bit."""
+    size = exp.element_size()
+    return int((raw_bytes(got).reshape(-1, size) != raw_bytes(exp).reshape(-1, size)).any(dim=1).sum())
+
+
 def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> tuple[str | None, float]:
     if type(got) is not torch.Tensor:  # noqa: E721 - subclasses (lazy or lying tensors) are refused
         what = getattr(got, "what", None) or f"{type(got).__module__}.{type(got).__qualname__}"
@@ -128,8 +171,13 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
         g, e = _as_float64(got), _as_float64(exp)
         g_bad, e_bad = ~torch.isfinite(g), ~torch.isfinite(e)
         if bool((g_bad & ~e_bad).any()):
-            idx = int((g_bad & ~e_bad).reshape(-1).nonzero()[0])
-            return f"{where}: non-finite value {g.reshape(-1)[idx].item()} at flat index {idx} where the reference is finite", float("inf")
+            bad = (g_bad & ~e_bad).reshape(-1)
+            idx = int(bad.nonzero()[0])
+            gv, ev = g.reshape(-1)[idx].item(), e.reshape(-1)[idx].item()
+            return Finding.of(
+                f"{where}: non-finite value {gv} at flat index {idx} where the reference is finite",
+                _mismatch(where, exp, idx // 2 if exp.is_complex() else idx, gv, ev, None, tol.describe(), int(bad.sum())),
+            ), float("inf")
         if bool((g == 0).all()) and not bool((e == 0).all()):
             return f"{where}: output is all zeros, the reference is not", float(e.abs().max())
     if tol.bitwise or not is_float:
@@ -138,7 +186,10 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
         diff = (raw_bytes(got) != raw_bytes(exp)).nonzero()
         first = int(diff[0]) // exp.element_size()
         gv, ev = got.reshape(-1)[first].item(), exp.reshape(-1)[first].item()
-        return f"{where}: not bitwise equal; {diff.numel()} bytes differ, first at flat index {first}: got {gv!r}, expected {ev!r}", float("nan")
+        return Finding.of(
+            f"{where}: not bitwise equal; {diff.numel()} bytes differ, first at flat index {first}: got {gv!r}, expected {ev!r}",
+            _mismatch(where, exp, first, gv, ev, None, None if tol.bitwise else tol.describe(), _differing(got, exp)),
+        ), float("nan")
     if bool(e_bad.any()):
         # The reference itself is non-finite somewhere: the solution must match it there exactly.
         same = (g[e_bad] == e[e_bad]) | (torch.isnan(g[e_bad]) & torch.isnan(e[e_bad]))
@@ -150,12 +201,14 @@ def _compare_tensor(got: Any, exp: torch.Tensor, tol: Tolerance, where: str) -> 
     max_err = float(err.max())
     if bool((excess > 0).any()):
         idx = int(excess.reshape(-1).argmax())
-        return (
-            f"{where}: mismatch at flat index {idx}: got {g.reshape(-1)[idx].item():.6g}, expected "
-            f"{e.reshape(-1)[idx].item():.6g} (max abs error {max_err:.3g}; allowed {tol.describe()}; "
-            f"{int((excess > 0).sum())} of {e.numel()} elements out of tolerance)",
-            max_err,
-        )
+        gv, ev, wrong = g.reshape(-1)[idx].item(), e.reshape(-1)[idx].item(), int((excess > 0).sum())
+        # A complex output is compared as (..., 2) real and imaginary parts: its element is idx // 2.
+        element = idx // 2 if exp.is_complex() else idx
+        return Finding.of(
+            f"{where}: mismatch at flat index {idx}: got {gv:.6g}, expected {ev:.6g} (max abs error {max_err:.3g}; "
+            f"allowed {tol.describe()}; {wrong} of {e.numel()} elements out of tolerance)",
+            _mismatch(where, exp, element, gv, ev, max_err, tol.describe(), wrong),
+        ), max_err
     return None, max_err
 
 
@@ -184,12 +237,16 @@ def compare_outputs(got: Any, expected: Any, tolerance_for: Callable[[int], Tole
     return None, worst
 
 
+def _prefixed(message: str, where: str) -> str:
+    return message.prefixed(where) if isinstance(message, Finding) else f"{where}: {message}"
+
+
 def _compare_leaf(got: Any, exp: Any, tol: Tolerance, where: str) -> tuple[str | None, float]:
     if isinstance(exp, torch.Tensor):
         return _compare_tensor(got, exp, tol, where)
     if isinstance(exp, (tuple, list)):
         message, err = compare_outputs(got, exp, lambda _j: tol)
-        return (f"{where}: {message}" if message else None), err
+        return (_prefixed(message, where) if message else None), err
     if isinstance(exp, dict):
         if type(got) is not dict or list(got) != list(exp):
             keys = list(got) if isinstance(got, dict) else _kind(got)

@@ -76,9 +76,11 @@ def per_call_us(rows: list[tuple[int, int, int, int]], calls: int) -> tuple[list
 class Verdict(Exception):
     """Ends the evaluation on this rank with a status (raised on the rank that found it)."""
 
-    def __init__(self, status: Status, reason: str, detail: str = "", origin: int | None = None):
+    def __init__(self, status: Status, reason: str, detail: str = "", origin: int | None = None,
+                 failure: dict | None = None):
         super().__init__(reason)
         self.status, self.reason, self.detail, self.origin = status, reason, detail, origin
+        self.failure = failure or {}  # where, on the rank that found it: results.Failure's fields
 
 
 class HostError(Exception):
@@ -219,6 +221,7 @@ class Judge:
         self.scratch: torch.Tensor | None = None  # stands in for a player's output slots (run_empty)
         self.new_groups: list[list[int]] = []
         self.reported = False
+        self.where: dict[str, Any] = {"shape": None, "step": "start"}  # what runs now, for a failure's report
 
     # -- set-up ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -258,13 +261,13 @@ class Judge:
 
     def agree(self, failure: Verdict | None) -> None:
         """All ranks learn whether any rank failed; the lowest failing rank's verdict wins."""
-        mine = None if failure is None else (failure.status, failure.reason, failure.detail)
+        mine = None if failure is None else (failure.status, failure.reason, failure.detail, failure.failure)
         gathered: list[Any] = [None] * self.world
         dist.all_gather_object(gathered, (self.rank, mine))
         for rank, verdict in gathered:
             if verdict is not None:
-                status, reason, detail = verdict
-                raise Verdict(status, reason, detail, origin=rank)
+                status, reason, detail, where = verdict
+                raise Verdict(status, reason, detail, origin=rank, failure=where)
 
     def guarded(self, fn, *args):
         """Runs a step; a failure other than wrong outputs is reported at once (the other ranks'
@@ -287,6 +290,7 @@ class Judge:
         """Rank 0's player imports (and so builds) the solution first; the others then load the
         cached build."""
         self.progress(Stage.BUILDING)
+        self.where = {"shape": None, "step": "build"}
         with self.stages(StageTime.BUILD):
             self.guarded(self.load, "reference", self.cfg["reference"])
             for turn in (0, 1):
@@ -458,8 +462,11 @@ class Judge:
                                                               self.tolerance_for)
                 err = max(err, inplace_err)
             if message is not None:
-                call = f" (call {i + 1} of {len(batch.sets)})" if len(batch.sets) > 1 else ""
-                raise Verdict(Status.INCORRECT, message + call)
+                several = len(batch.sets) > 1
+                call = f" (call {i + 1} of {len(batch.sets)})" if several else ""
+                where = {"call": i + 1 if several else None, "calls": len(batch.sets) if several else None,
+                         "mismatch": getattr(message, "mismatch", None)}
+                raise Verdict(Status.INCORRECT, message + call, failure=where)
             worst = max(worst, err)
         return worst
 
@@ -487,7 +494,8 @@ class Judge:
         largest = 0
         with self.stages(StageTime.CORRECTNESS):
             worst = 0.0
-            for _ in range(self.cfg["trials"]):
+            for trial in range(self.cfg["trials"]):
+                self.where = {"shape": shape["name"], "step": f"trial {trial + 1} of {self.cfg['trials']}"}
                 seed = self.channel.next_seed("trial")
                 batch, err = self.pair(lambda seed=seed: [self.inputs(dims, seed["seed"], seed["shared_seed"])])
                 worst = max(worst, err)
@@ -496,6 +504,7 @@ class Judge:
             self.out_capacity = transport.aligned(int(largest * OUTPUT_MARGIN)) or transport.ALIGN
             worst = max(worst, self.time_shape(dims, result))
         with self.stages(StageTime.DIGEST):
+            self.where = {"shape": shape["name"], "step": "public trial"}
             public = self.channel.next_seed("public")
             self.out_capacity = 0
             batch, err = self.pair(lambda: [self.inputs(dims, public["seed"], public["shared_seed"], portable=True)])
@@ -543,6 +552,7 @@ class Judge:
 
         worst = 0.0
         self.progress("timing", shape=result["name"])
+        self.where = {"shape": result["name"], "step": "warm-up"}
         with self.stages("warmup"):
             self.warm_up(fresh_sets(k), math.ceil(self.cfg["warmup"] / k))
         min_pairs = max(1, math.ceil(self.cfg["iters"] / k))
@@ -550,6 +560,7 @@ class Judge:
         # pairs[r] = (reference ns, solution ns, reference empty ns, solution empty ns) of rank r's judge
         pairs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(self.world)]
         t0 = time.perf_counter()
+        self.where = {"shape": result["name"], "step": "timing"}
         with self.stages("timing"):
             stop = None
             while stop is None:
@@ -603,7 +614,8 @@ class Judge:
             message["status"] = Status.CORRECT
         else:
             origin = self.rank if verdict.origin is None else verdict.origin
-            message.update(status=verdict.status, reason=verdict.reason, detail=verdict.detail[-8000:], origin=origin)
+            message.update(status=verdict.status, reason=verdict.reason, detail=verdict.detail[-8000:], origin=origin,
+                           failure={"call": None, "calls": None, "mismatch": None, **self.where, **verdict.failure})
         if self.rank == 0:
             message["environment"] = self.environment()
         self.channel.send(message)

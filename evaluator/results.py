@@ -22,9 +22,10 @@ from typing import Any, TypedDict
 
 from evaluator.timing_stats import TimingStop, median_interval, slowest_per_batch
 
-SCHEMA = "pkb.result/2"
-# Older shapes still read: /1 lacked the timing intervals (fields that default to None here).
-READABLE_SCHEMAS = ("pkb.result/1", SCHEMA)
+SCHEMA = "pkb.result/3"
+# Older shapes still read: /1 lacked the timing intervals, /2 the failure's whereabouts (fields that
+# default to None here).
+READABLE_SCHEMAS = ("pkb.result/1", "pkb.result/2", SCHEMA)
 LOG_TAIL_CHARS = 16_000
 
 
@@ -219,6 +220,36 @@ class Settings:
     timing_budget_s: float | None = None  # per shape, for the calls beyond `iters` (0: none)
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    """The element of a wrong output that the judge singled out: the one furthest out of tolerance
+    (the first that differs, where the check is bitwise; the first non-finite one, where the
+    reference is finite there)."""
+
+    output: str  # which output: "output", "output 1", "output['logits']", "in-place input 0"
+    index: list[int]  # the element's position, one index per dimension
+    flat_index: int
+    got: str  # the values as the judge printed them (NaN and the infinities are no JSON numbers)
+    expected: str
+    max_abs_error: float | None  # over the whole output, where finite
+    allowed: str | None  # the tolerance, described ("atol=0.1, rtol=0.02"); None for bitwise checks
+    wrong: int | None  # elements out of tolerance (bitwise: elements whose bits differ)
+    elements: int  # elements in the output
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Where a failed evaluation went wrong, as the rank that found it saw it. Shapes run in order
+    and each runs its correctness trials first, so this is the first failing trial."""
+
+    rank: int | None
+    shape: str | None  # None before the first shape (loading, building) or when unknown
+    step: str  # "build", "trial 2 of 3", "warm-up", "timing", "public trial", or the last stage reported
+    call: int | None  # which call of a batch of several (1-based), where it was one of a batch
+    calls: int | None
+    mismatch: Mismatch | None  # for wrong outputs
+
+
 class _Sandboxing(TypedDict):
     sandboxed: bool  # False only for someone judging their own file on the command line
 
@@ -259,6 +290,7 @@ class Result:
     log_tail: str
     started_at: str  # ISO 8601
     finished_at: str
+    failure: Failure | None = None  # where it failed, for a failed evaluation (schema 3 on)
 
     def __post_init__(self) -> None:
         correct = self.status == Status.CORRECT
@@ -273,6 +305,9 @@ class Result:
                  "summary of a failed evaluation has a speedup, utilization or solution time")
         names = [shape.name for shape in self.shapes]
         _require(len(set(names)) == len(names), "shape names repeat")
+        _require(self.failure is None or not correct, "a correct evaluation has no failure")
+        _require(self.failure is None or self.failure.shape is None or self.failure.shape in names,
+                 "failure.shape is not one of the shapes")
         _require(sum(shape.default for shape in self.shapes) <= 1, "more than one default shape")
         for shape in self.shapes:
             ranked = [t.per_rank for t in (shape.solution, shape.reference) if t]

@@ -40,7 +40,7 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
         if not final or "selfcheck" not in final:
             from evaluator.assemble import _log_tail, _status
 
-            status, reason, _, detail = _status(ranks, outcome)
+            status, reason, _, detail, _ = _status(ranks, outcome)
             report["error"] = f"{status}: {reason}\n{detail}\n{_log_tail(ranks)}"
         else:
             report["problems"] = final["selfcheck"]

@@ -50,3 +50,21 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (…{self.hint})"
+
+
+class Throttle(models.Model):
+    """One counter of a rate limit (accounts/throttle.py): events of `scope` by `key` (an address,
+    an account) in the fixed window that starts at `window`. In the database, so that every web
+    process counts together, on SQLite as on PostgreSQL."""
+
+    scope = models.CharField(max_length=20)
+    key = models.CharField(max_length=100)
+    window = models.BigIntegerField(help_text="window start, Unix seconds")
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key", "window"], name="throttle_counter")]
+        indexes = [models.Index(fields=["window"], name="throttle_window")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.key}: {self.count} since {self.window}"

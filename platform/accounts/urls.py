@@ -9,4 +9,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.account, name="account"),
     path("tokens/<int:pk>/revoke/", views.revoke, name="revoke-token"),
+    path("models/", views.register_model, name="register-model"),
+    path("models/<int:pk>/vouch/", views.vouch, name="vouch"),
 ]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db.models import Prefetch
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import NinjaAPI, Query, Status
 from pydantic import StringConstraints
 
+from accounts import throttle
 from api.auth import TokenAuth, viewer
 from api.schemas import (
     SLUG,
@@ -20,6 +22,8 @@ from api.schemas import (
     HardwareOut,
     LeaderboardEntryOut,
     ModelComparisonOut,
+    ModelNameIn,
+    ModelNameOut,
     ProblemDetail,
     ProblemOut,
     SubmissionIn,
@@ -29,10 +33,11 @@ from catalog.prompt import build_prompt
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
-from submissions.models import Evaluation, Hardware, Problem, Submission
-from submissions.presenters import number_runs
+from pkb_site.middleware import too_big
+from submissions.models import Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.presenters import number_runs, public_result
 from submissions.queueing import backlog, queue_position, workers
-from submissions.services import NewSubmission, RateLimited, create_submission
+from submissions.services import NameTaken, NewSubmission, RateLimited, create_submission, register_model_name
 from submissions.validation import InvalidCode
 
 api = NinjaAPI(
@@ -47,11 +52,29 @@ Slug = Annotated[str, StringConstraints(pattern=SLUG)]
 MAX_ID = 2**63 - 1
 
 
+@api.exception_handler(RequestDataTooBig)
+def request_too_big(request, exc):
+    return api.create_response(request, {"detail": too_big(settings.DATA_UPLOAD_MAX_MEMORY_SIZE)}, status=413)
+
+
+@api.exception_handler(throttle.Throttled)
+def throttled(request, exc):
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after_s)
+    return response
+
+
+@api.exception_handler(SuspiciousOperation)
+def request_unreadable(request, exc):
+    return api.create_response(request, {"detail": f"the request could not be read: {exc}"}, status=400)
+
+
 def _hardware(slug: str) -> Hardware:
     return get_object_or_404(Hardware, slug=slug)
 
 
-def _evaluation_summary(ev: Evaluation) -> dict:
+def _evaluation_summary(ev: Evaluation, details: bool) -> dict:
+    """`details`: the viewer may read why a failed evaluation failed (the code's owner, admins)."""
     fields = (
         "id",
         "world_size",
@@ -79,6 +102,8 @@ def _evaluation_summary(ev: Evaluation) -> dict:
         workers=None if serving is None else [w.name for w in serving],
         run=getattr(ev, "run", None) or _run_number(ev),
     )
+    if not details:
+        data["reason"] = ""
     return data
 
 
@@ -89,6 +114,7 @@ def _run_number(ev: Evaluation) -> int:
 def _submission_out(sub: Submission, user) -> dict:
     evaluations = list(sub.evaluations.all())
     number_runs(evaluations)
+    private = sub.code_visible_to(user)
     return {
         "id": sub.pk,
         "problem": sub.problem.slug,
@@ -97,11 +123,11 @@ def _submission_out(sub: Submission, user) -> dict:
         "sample_index": sub.sample_index,
         "run_label": sub.run_label,
         "backend": sub.backend,
-        "sha256": sub.sha256,
+        "sha256": sub.sha256 if private else None,
         "created_at": sub.created_at,
-        "code": sub.code if sub.code_visible_to(user) else None,
+        "code": sub.code if private else None,
         "finished": all(ev.finished for ev in evaluations),
-        "evaluations": [_evaluation_summary(ev) for ev in evaluations],
+        "evaluations": [_evaluation_summary(ev, private) for ev in evaluations],
         "outputs": _agreement_out(submission_outputs(sub.pk)),
         "url": sub.get_absolute_url(),
     }
@@ -153,7 +179,7 @@ def list_hardware(request):
     "/submissions",
     auth=TokenAuth(),
     tags=["submissions"],
-    response={201: SubmissionOut, 400: Error, 401: Error, 429: Error},
+    response={201: SubmissionOut, 400: Error, 401: Error, 413: Error, 429: Error},
 )
 def submit(request, payload: SubmissionIn):
     problem = Problem.objects.filter(slug=payload.problem, active=True).first()
@@ -184,28 +210,30 @@ def submit(request, payload: SubmissionIn):
     return Status(201, _submission_out(_submission(sub.pk), request.user))
 
 
-@api.get("/submissions/{submission_id}", response={200: SubmissionOut, 404: Error}, tags=["submissions"])
+@api.get("/submissions/{submission_id}", response={200: SubmissionOut, 404: Error, 429: Error}, tags=["submissions"])
 def get_submission(request, submission_id: int):
+    user = viewer(request)  # a token is checked (and counted) whatever it asks for
     if not 0 < submission_id <= MAX_ID:
         return Status(404, {"detail": "no such submission"})
-    return _submission_out(_submission(submission_id), viewer(request))
+    return _submission_out(_submission(submission_id), user)
 
 
-@api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error}, tags=["submissions"])
+@api.get("/evaluations/{evaluation_id}", response={200: EvaluationOut, 404: Error, 429: Error}, tags=["submissions"])
 def get_evaluation(request, evaluation_id: int):
-    """One evaluation with its full result document (the log only for the code's owner and admins)."""
+    """One evaluation with its result document. Where a failed evaluation went wrong (reason,
+    failing_rank, failure, log_tail, per-shape correctness) and the host's name are for the code's
+    owner and admins only; others get its status."""
+    user = viewer(request)  # a token is checked (and counted) whatever it asks for
     if not 0 < evaluation_id <= MAX_ID:
         return Status(404, {"detail": "no such evaluation"})
     ev = get_object_or_404(Evaluation.objects.select_related("hardware", "submission__problem"), pk=evaluation_id)
-    result = ev.result
-    if result is not None and not ev.submission.code_visible_to(viewer(request)):
-        result = {k: v for k, v in result.items() if k != "log_tail"}
+    details = ev.submission.code_visible_to(user)
     return {
-        **_evaluation_summary(ev),
+        **_evaluation_summary(ev, details),
         "submission_id": ev.submission_id,
         "problem": ev.submission.problem.slug,
         "model_tag": ev.submission.model_tag,
-        "result": result,
+        "result": ev.result if details else public_result(ev.result),
     }
 
 
@@ -219,6 +247,7 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
             "submission_id": e.submission.pk,
             "owner": e.submission.owner.username,
             "model_tag": e.submission.model_tag,
+            "vouched": e.evaluation.vouched,
             "backend": e.submission.backend,
             "speedup": e.evaluation.speedup,
             "utilization": e.evaluation.utilization,
@@ -230,24 +259,70 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
     ]
 
 
+@api.get("/models", response=list[ModelNameOut], tags=["results"])
+def list_model_names(request):
+    """Registered model names, their owners and the accounts they vouch for. A tag not listed is unverified."""
+    return [
+        {
+            "name": m.name,
+            "owner": m.owner.username,
+            "vouched_accounts": sorted(u.username for u in m.vouched_accounts.all()),
+            "registered_at": m.registered_at,
+        }
+        for m in ModelName.objects.select_related("owner").prefetch_related("vouched_accounts")
+    ]
+
+
+@api.post(
+    "/models",
+    auth=TokenAuth(),
+    response={201: ModelNameOut, 400: Error, 401: Error, 409: Error, 429: Error},
+    tags=["results"],
+)
+def register_model(request, payload: ModelNameIn):
+    """Register a model name to this account: comparisons then count the runs under it that this
+    account vouches for (its own; more on the account page). First come, first served."""
+    try:
+        model = register_model_name(request.user, payload.name)
+    except NameTaken as e:
+        return Status(409, {"detail": str(e)})
+    except ValueError as e:
+        return Status(400, {"detail": str(e)})
+    return Status(
+        201,
+        {
+            "name": model.name,
+            "owner": request.user.username,
+            "vouched_accounts": [],
+            "registered_at": model.registered_at,
+        },
+    )
+
+
 @api.get("/compare/models", response={200: ModelComparisonOut, 404: Error}, tags=["results"])
 def get_model_comparison(
     request,
     hardware: Slug,
     models: list[Annotated[str, StringConstraints(max_length=100)]] = Query(None),
     level: int | None = Query(None, ge=1, le=6),
+    include_unverified: bool = False,
 ):
-    """fast_p over p in 0..3, roof_u over u in 0..1, pass@k and fast_1@k, and failure counts per model."""
-    cmp = compare_models(_hardware(hardware), [m.replace("\x00", "") for m in models or []] or None, level)
+    """fast_p over p in 0..3, roof_u over u in 0..1, pass@k and fast_1@k, and failure counts per model.
+    Only runs a model name's owner vouches for count (`owner`: who registered it), unless
+    `include_unverified`; then every run counts, and a model without an owner has `owner` null."""
+    models = [m.replace("\x00", "") for m in models or []][:50] or None
+    cmp = compare_models(_hardware(hardware), models, level, include_unverified)
     return {
         "hardware": cmp.hardware.slug,
         "level": cmp.level,
+        "include_unverified": cmp.include_unverified,
         "n_problems": cmp.n_problems,
         "p_grid": list(metrics.P_GRID),
         "u_grid": list(metrics.U_GRID),
         "models": [
             {
                 "model": s.model,
+                "owner": cmp.owners.get(s.model),
                 "attempted": s.attempted,
                 "n_problems": s.n_problems,
                 "samples": s.samples,

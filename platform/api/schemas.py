@@ -89,7 +89,7 @@ class EvaluationSummary(Schema):
     solution_us: float | None
     reference_us: float | None
     output_digest: str | None
-    reason: str
+    reason: str = Field(..., description="why it failed: only for the code's owner and admins (else empty)")
     hidden: bool
     queued_at: datetime
     started_at: datetime | None
@@ -117,7 +117,7 @@ class SubmissionOut(Schema):
     sample_index: int
     run_label: str
     backend: str
-    sha256: str
+    sha256: str | None = Field(None, description="SHA-256 of the code: only for its owner and admins")
     created_at: datetime
     code: str | None = Field(None, description="only for its owner and admins")
     finished: bool
@@ -134,6 +134,7 @@ class LeaderboardEntryOut(Schema):
     submission_id: int
     owner: str
     model_tag: str
+    vouched: bool = Field(..., description="the model name's owner vouches for this run")
     backend: str
     speedup: float
     utilization: float | None
@@ -142,8 +143,20 @@ class LeaderboardEntryOut(Schema):
     submitted_at: datetime
 
 
+class ModelNameIn(Schema):
+    name: str = Field(..., pattern=MODEL_TAG, description="the model tag, e.g. gpt-5.5")
+
+
+class ModelNameOut(Schema):
+    name: str
+    owner: str = Field(..., description="the account that registered it")
+    vouched_accounts: list[str] = Field(..., description="other accounts whose runs under it count")
+    registered_at: datetime
+
+
 class ModelScoresOut(Schema):
     model: str
+    owner: str | None = Field(None, description="who registered the name; null: unverified")
     attempted: int
     n_problems: int
     samples: int
@@ -157,6 +170,7 @@ class ModelScoresOut(Schema):
 class ModelComparisonOut(Schema):
     hardware: str
     level: int | None
+    include_unverified: bool
     n_problems: int
     p_grid: list[float]
     u_grid: list[float]

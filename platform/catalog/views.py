@@ -15,16 +15,17 @@ from catalog.rooflines import roofline_rows
 from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.ranking import best_speedups, leaderboard, solved_counts
+from pkb_site import params
 from submissions.models import Hardware, Problem
 from tasks.spec import LEVELS, PARALLELISM
 
 LEADERBOARD_PREVIEW = 10
 
 
-def _catalog_table(level: str, parallelism: str, query: str) -> str:
+def _catalog_table(level: int | None, parallelism: str, query: str) -> str:
     problems = Problem.objects.filter(active=True)
-    if level.isdigit():
-        problems = problems.filter(level=int(level))
+    if level is not None:
+        problems = problems.filter(level=level)
     if parallelism:
         problems = problems.filter(parallelism=parallelism)
     if query:
@@ -46,8 +47,9 @@ def _catalog_table(level: str, parallelism: str, query: str) -> str:
 
 
 def catalog(request: HttpRequest) -> HttpResponse:
-    level, parallelism = request.GET.get("level", ""), request.GET.get("parallelism", "")
-    query = request.GET.get("q", "").strip()
+    level = params.level(request.GET.get("level"))
+    parallelism = params.parallelism(request.GET.get("parallelism"))
+    query = request.GET.get("q", "").strip()[:200]
     # The table reads only problems, hardware and results: cached under the results version.
     table = mark_safe(
         cached("catalog-table", (level, parallelism, query), lambda: _catalog_table(level, parallelism, query))
@@ -59,7 +61,7 @@ def catalog(request: HttpRequest) -> HttpResponse:
         "first_example": _first_example(request),
         "levels": LEVELS,
         "parallelisms": PARALLELISM,
-        "level": level,
+        "level": "" if level is None else str(level),
         "parallelism": parallelism,
         "q": query,
     }

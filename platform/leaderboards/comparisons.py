@@ -12,8 +12,8 @@ from django.db.models import Count, Q
 from evaluator.results import FailureKind, Status
 from leaderboards import metrics
 from leaderboards.cache import cached
-from leaderboards.ranking import current
-from submissions.models import Evaluation, Hardware, Problem
+from leaderboards.ranking import current, vouched
+from submissions.models import Evaluation, Hardware, ModelName, Problem
 
 CORRECT = Q(status=Status.CORRECT.value, hidden=False)
 # An admin-rejected result counts as a rejection, whatever the evaluator said.
@@ -29,8 +29,11 @@ def _roof_key(i: int) -> str:
     return f"roof_{i}"
 
 
-def per_problem_counts(hardware: Hardware, models=None, problem_ids=None) -> list[dict]:
-    """One row per (model tag, problem): n samples and, for each threshold, how many met it."""
+def per_problem_counts(
+    hardware: Hardware, models=None, problem_ids=None, include_unverified: bool = False
+) -> list[dict]:
+    """One row per (model tag, problem): n samples and, for each threshold, how many met it. Only the
+    runs each model name's owner vouches for, unless `include_unverified`. One query."""
     aggregates = {"n": Count("id"), "correct_n": Count("id", filter=CORRECT)}
     for i, p in enumerate(metrics.P_GRID):
         aggregates[_fast_key(i)] = Count("id", filter=CORRECT & Q(speedup__gt=p) if p > 0 else CORRECT)
@@ -38,7 +41,7 @@ def per_problem_counts(hardware: Hardware, models=None, problem_ids=None) -> lis
         aggregates[_roof_key(i)] = Count("id", filter=CORRECT & Q(utilization__gte=u) if u > 0 else CORRECT)
     for kind, condition in STATUS_FILTERS.items():
         aggregates[kind] = Count("id", filter=condition)
-    qs = current(hardware)
+    qs = current(hardware) if include_unverified else current(hardware).filter(vouched())
     if models:
         qs = qs.filter(model_tag__in=list(models))
     if problem_ids is not None:
@@ -92,25 +95,37 @@ class ModelComparison:
     level: int | None
     n_problems: int
     scores: list[ModelScores] = field(default_factory=list)
+    include_unverified: bool = False
+    owners: dict[str, str] = field(default_factory=dict)  # model name -> the account that registered it
     # level -> model -> (fast_0, fast_1), every level, whatever `level` selects
     by_level: dict[int, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
 
 
-def compare_models(hardware: Hardware, models=None, level: int | None = None) -> ModelComparison:
-    """Every model's scores on one hardware (optionally one level), cached under the results version."""
+def compare_models(
+    hardware: Hardware, models=None, level: int | None = None, include_unverified: bool = False
+) -> ModelComparison:
+    """Every model's scores on one hardware (optionally one level), cached under the results version.
+    Only runs the model names' owners vouch for, unless `include_unverified`."""
     models = tuple(sorted(set(models))) if models else None
-    return cached("model-comparison", (hardware.pk, models, level), lambda: _compare_models(hardware, models, level))
+    return cached(
+        "model-comparison",
+        (hardware.pk, models, level, include_unverified),
+        lambda: _compare_models(hardware, models, level, include_unverified),
+    )
 
 
-def _compare_models(hardware: Hardware, models, level: int | None) -> ModelComparison:
+def _compare_models(hardware: Hardware, models, level: int | None, include_unverified: bool) -> ModelComparison:
     levels = dict(Problem.objects.filter(active=True).values_list("id", "level"))
     per_level = Counter(levels.values())
     grouped: dict[str, list[dict]] = defaultdict(list)
-    for row in per_problem_counts(hardware, models, list(levels)):
+    for row in per_problem_counts(hardware, models, list(levels), include_unverified):
         row["level"] = levels[row["problem_id"]]
         grouped[row["model_tag"]].append(row)
     n_problems = per_level[level] if level is not None else len(levels)
-    result = ModelComparison(hardware=hardware, level=level, n_problems=n_problems)
+    result = ModelComparison(
+        hardware=hardware, level=level, n_problems=n_problems, include_unverified=include_unverified
+    )
+    result.owners = dict(ModelName.objects.filter(name__in=list(grouped)).values_list("name", "owner__username"))
     in_scope = {m: [r for r in rows if level is None or r["level"] == level] for m, rows in grouped.items()}
     result.scores = sorted(
         (_scores(model, rows, n_problems) for model, rows in in_scope.items() if rows),
@@ -128,8 +143,9 @@ def _compare_models(hardware: Hardware, models, level: int | None) -> ModelCompa
     return result
 
 
-def model_tags(hardware: Hardware | None = None) -> list[str]:
-    return sorted(current(hardware).values_list("model_tag", flat=True).distinct().order_by())
+def model_tags(hardware: Hardware | None = None, include_unverified: bool = False) -> list[str]:
+    qs = current(hardware) if include_unverified else current(hardware).filter(vouched())
+    return sorted(qs.values_list("model_tag", flat=True).distinct().order_by())
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,20 @@ and exports go through these functions.
   replaces the earlier figure instead of adding a second lottery ticket.
 - Only correct, non-hidden results with a speedup rank.
 - A leaderboard keeps each (owner, model tag)'s best speedup (geometric mean over shapes); ties
-  go to the earlier submission.
+  go to the earlier submission. Each entry says whether the model name's owner vouches for it.
+- Model comparisons count, by default, only runs the model name's owner vouches for (`vouched`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, F, Max, QuerySet, Window
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from evaluator.results import Status
 from leaderboards.cache import cached
-from submissions.models import Evaluation, Hardware, Problem
+from submissions.models import Evaluation, Hardware, ModelName, Problem
 
 
 def current(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
@@ -32,6 +33,24 @@ def eligible(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
     return current(hardware).filter(status=Status.CORRECT.value, hidden=False, speedup__isnull=False)
 
 
+def vouched() -> Exists:
+    """An evaluation's model tag is registered (ModelName) and its owner vouches for the account that
+    submitted it: its own runs, and those of the accounts it names. A condition on the evaluation
+    row, so that a query using it stays one query."""
+    submitter = OuterRef("submission__owner_id")
+    return Exists(
+        ModelName.objects.filter(name=OuterRef("model_tag")).filter(
+            Q(owner_id=submitter) | Q(vouched_accounts=submitter)
+        )
+    )
+
+
+def is_vouched(model_tag: str, submitter_id: int) -> bool:
+    """Whether the owner of the model name `model_tag` vouches for runs by `submitter_id`."""
+    names = ModelName.objects.filter(name=model_tag)
+    return names.filter(Q(owner_id=submitter_id) | Q(vouched_accounts=submitter_id)).exists()
+
+
 ORDER = (F("speedup").desc(), F("submission__created_at").asc(), F("pk").asc())
 
 
@@ -40,7 +59,7 @@ def leaderboard_queryset(problem: Problem | int, hardware: Hardware | int) -> Qu
     return (
         eligible(hardware)
         .filter(problem=problem)
-        .annotate(slot=best_per_entrant)
+        .annotate(slot=best_per_entrant, vouched=vouched())
         .filter(slot=1)
         .select_related("submission__owner")
         .defer("result", "submission__code")  # large, and not shown in rankings

@@ -8,7 +8,7 @@ from leaderboards import metrics
 from leaderboards.cache import results_version
 from leaderboards.comparisons import compare_hardware, compare_models, model_tags
 from leaderboards.ranking import leaderboard as ranked
-from pkb_site import charts
+from pkb_site import charts, params
 from submissions.models import Hardware, Problem
 from tasks.spec import LEVELS
 
@@ -17,10 +17,6 @@ def _hardware(slug: str | None, default: Hardware | None = None) -> Hardware | N
     if not slug:
         return default
     return get_object_or_404(Hardware, slug=slug)
-
-
-def _level(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() and int(value) in LEVELS else None
 
 
 def leaderboard(request: HttpRequest, slug: str, hardware: str) -> HttpResponse:
@@ -62,10 +58,13 @@ def compare_models_view(request: HttpRequest) -> HttpResponse:
     all_hardware = list(Hardware.objects.filter(active=True))
     hw_a = _hardware(request.GET.get("hardware"), all_hardware[0] if all_hardware else None)
     hw_b = _hardware(request.GET.get("hardware_b"))
-    level = _level(request.GET.get("level"))
-    chosen = [m for m in request.GET.getlist("models") if m]
+    level = params.level(request.GET.get("level"))
+    chosen = [m[:100] for m in request.GET.getlist("models") if m][:50]
+    unverified = request.GET.get("unverified") == "1"
     chosen_hardware = [hw for hw in (hw_a, hw_b) if hw is not None]
-    panels = [_model_panel(compare_models(hw, chosen or None, level), i) for i, hw in enumerate(chosen_hardware)]
+    panels = [
+        _model_panel(compare_models(hw, chosen or None, level, unverified), i) for i, hw in enumerate(chosen_hardware)
+    ]
     context = {
         "panels": panels,
         "all_hardware": all_hardware,
@@ -74,13 +73,21 @@ def compare_models_view(request: HttpRequest) -> HttpResponse:
         "level": level,
         "levels": LEVELS,
         # Unfiltered, the panels already name every model; a filter needs the full list for the menu.
-        "models": model_tags(hw_a)
+        "models": model_tags(hw_a, unverified)
         if chosen or level
         else sorted({s.model for p in panels for s in p["comparison"].scores}),
         "chosen": chosen,
+        "unverified": unverified,
         "p_grid": metrics.P_GRID,
         # The panels' HTML is cached under the results version too (see the template).
-        "panels_key": (results_version(), hw_a.pk if hw_a else None, hw_b.pk if hw_b else None, level, tuple(chosen)),
+        "panels_key": (
+            results_version(),
+            hw_a.pk if hw_a else None,
+            hw_b.pk if hw_b else None,
+            level,
+            tuple(chosen),
+            unverified,
+        ),
     }
     return render(request, "leaderboards/models.html", context)
 

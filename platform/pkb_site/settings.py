@@ -1,17 +1,22 @@
 """Django settings. Everything that differs between machines comes from the environment (PKB_*).
 
-With no environment at all this is a working development site on SQLite (var/pkb.sqlite3) with
-DEBUG on; PKB_ENV=production refuses to start with DEBUG on or the development secret key.
+With no environment at all this is a working site on SQLite (var/pkb.sqlite3), safe to expose:
+DEBUG is off unless PKB_DEBUG asks for it, and the secret key is generated once per install and
+kept in var/secret_key (mode 0600, never in the repository) unless PKB_SECRET_KEY gives one.
+PKB_ENV=production refuses to start with DEBUG on or without PKB_SECRET_KEY.
 """
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parents[2]  # the repository root
-DEV_SECRET_KEY = "development-only-secret-key-never-use-in-production"
+# The key every checkout of earlier versions shared: refused wherever it is given.
+PUBLIC_SECRET_KEY = "development-only-secret-key-never-use-in-production"
 
 
 def env(name: str, default: str = "") -> str:
@@ -51,17 +56,44 @@ def database_from_url(url: str) -> dict:
     }
 
 
+def install_secret_key(path: Path) -> str:
+    """This install's secret key: read from `path`, or generated there on first use (mode 0600).
+    Concurrent first starts (web workers, the web-side worker) agree: the file appears whole, once."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50) + "\n")
+        os.link(draft, path)  # fails if another process got there first: theirs wins
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink(missing_ok=True)
+    return path.read_text().strip()
+
+
 PKB_ENV = env("PKB_ENV", "development")
-DEBUG = envbool("PKB_DEBUG", "False" if PKB_ENV == "production" else "True")
-SECRET_KEY = env("PKB_SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = envbool("PKB_DEBUG", "False")
+SECRET_KEY = env("PKB_SECRET_KEY") or (
+    "" if PKB_ENV == "production" else install_secret_key(BASE_DIR / "var" / "secret_key")
+)
 ALLOWED_HOSTS = envlist("PKB_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = envlist("PKB_CSRF_TRUSTED_ORIGINS")
 SITE_NAME = env("PKB_SITE_NAME", "ParallelKernelBench")
+if SECRET_KEY == PUBLIC_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "PKB_SECRET_KEY is the public development key of earlier versions: unset it or choose another"
+    )
 
 if PKB_ENV == "production":
     if DEBUG:
         raise ImproperlyConfigured("PKB_ENV=production refuses PKB_DEBUG on")
-    if SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 32:
+    if len(SECRET_KEY) < 32:
         raise ImproperlyConfigured("PKB_ENV=production needs PKB_SECRET_KEY (at least 32 characters)")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = envbool("PKB_SECURE_COOKIES", "True")
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -77,6 +109,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",
+    "axes",
     "accounts",
     "submissions",
     "catalog",
@@ -88,7 +121,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "pkb_site.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "pkb_site.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -96,7 +131,24 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out log-in into its page
 ]
+
+# Scripts, styles, fonts and images come from the site itself, on every page (the admin's and the
+# API's Swagger UI included): templates carry no inline script or style (JSON data blocks only), and
+# htmx is told not to add its indicator <style> (base.html).
+PKB_CSP = {
+    "default-src": ("'self'",),
+    "script-src": ("'self'",),
+    "style-src": ("'self'",),
+    "img-src": ("'self'", "data:"),
+    "font-src": ("'self'",),
+    "connect-src": ("'self'",),
+    "object-src": ("'none'",),
+    "base-uri": ("'none'",),
+    "form-action": ("'self'",),
+    "frame-ancestors": ("'none'",),
+}
 
 ROOT_URLCONF = "pkb_site.urls"
 WSGI_APPLICATION = "pkb_site.wsgi.application"
@@ -134,6 +186,26 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Log-in attempts go through django-axes first: PKB_LOGIN_FAILURES failures in a row for an account
+# or from an address lock both out for PKB_LOGIN_LOCKOUT_MINUTES (counted in the database, so every
+# web process and the admin's log-in share them). Sign-up and API limits: accounts/throttle.py.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+PKB_LOGIN_FAILURES = envint("PKB_LOGIN_FAILURES", 10)
+PKB_LOGIN_LOCKOUT_MINUTES = envint("PKB_LOGIN_LOCKOUT_MINUTES", 15)
+PKB_SIGNUPS_PER_HOUR = envint("PKB_SIGNUPS_PER_HOUR", 10)
+PKB_API_BAD_TOKENS_PER_HOUR = envint("PKB_API_BAD_TOKENS_PER_HOUR", 30)
+PKB_API_REQUESTS_PER_MINUTE = envint("PKB_API_REQUESTS_PER_MINUTE", 600)
+# Reverse proxies in front of the web server that append to X-Forwarded-For (0: clients connect directly).
+PKB_TRUSTED_PROXIES = envint("PKB_TRUSTED_PROXIES", 0)
+AXES_FAILURE_LIMIT = PKB_LOGIN_FAILURES
+AXES_COOLOFF_TIME = timedelta(minutes=PKB_LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # failures are what it needs; successful log-ins are not kept
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_ip"
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.login_locked_out"
+AXES_VERBOSE = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "catalog"
 LOGOUT_REDIRECT_URL = "catalog"
@@ -146,14 +218,17 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Production serves what collectstatic gathered (hashed names); elsewhere WhiteNoise serves the source
+# folders as they are, DEBUG on or off, with nothing to collect first.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
-        if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PKB_ENV == "production"
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+WHITENOISE_USE_FINDERS = PKB_ENV != "production"
 
 LOGGING = {
     "version": 1,

@@ -12,7 +12,7 @@ from django.shortcuts import render
 from evaluator.roofline import profile as hardware_profile
 from evaluator.roofline import profiles
 from leaderboards.ranking import eligible, leading_submission_ids
-from submissions.models import CaseStudy, Evaluation, Hardware, Problem, Submission
+from submissions.models import CaseStudy, Evaluation, Hardware, ModelName, Problem, Submission
 from submissions.services import queue_evaluations, reject
 
 
@@ -214,3 +214,14 @@ class CaseStudyAdmin(admin.ModelAdmin):
         if obj.author_id is None:
             obj.author = request.user
         super().save_model(request, obj, form, change)
+
+
+@admin.register(ModelName)
+class ModelNameAdmin(admin.ModelAdmin):
+    """Who owns a model name; an admin may register one to any account or hand it over."""
+
+    list_display = ("name", "owner", "registered_at")
+    search_fields = ("name", "owner__username")
+    list_select_related = ("owner",)
+    autocomplete_fields = ("owner",)
+    filter_horizontal = ("vouched_accounts",)

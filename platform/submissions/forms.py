@@ -16,7 +16,8 @@ class SubmissionForm(forms.Form):
         max_length=100,
         initial="human",
         validators=[MODEL_TAG],
-        help_text='who wrote the code: "human" or a model name such as "gpt-5.5"',
+        help_text='who wrote the code: "human" or a model name such as "gpt-5.5". Model comparisons count a run '
+        "when the name's owner vouches for it (register your names on the account page)",
     )
     backend = forms.ChoiceField(choices=choices(BACKENDS), initial="cuda")
     hardware = forms.ModelMultipleChoiceField(

@@ -7,6 +7,7 @@ import hashlib
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.urls import reverse
 from django.utils import timezone
 
@@ -130,6 +131,30 @@ class Submission(models.Model):
 
     def code_visible_to(self, user) -> bool:
         return user.is_authenticated and (user.pk == self.owner_id or user.is_staff)
+
+
+class ModelName(models.Model):
+    """A model tag with an owner: the account that registered it. Model comparisons count, unless
+    asked to include unverified runs, only the runs its owner vouches for: the owner's own and
+    those of the accounts it names. A tag nobody registered is unverified, and so are runs under a
+    registered name by anyone else: tagging a run "gpt-5.5" moves no one's statistics."""
+
+    name = models.CharField(max_length=100, unique=True, help_text="the model tag, as submissions carry it")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="model_names")
+    vouched_accounts = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="vouched_model_names",
+        help_text="other accounts whose runs under this name the owner vouches for",
+    )
+    registered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ("name",)
+        constraints = [models.UniqueConstraint(Lower("name"), name="model_name_unique_case_insensitive")]
+
+    def __str__(self) -> str:
+        return f"{self.name} (registered by {self.owner})"
 
 
 class Evaluation(models.Model):

@@ -1,5 +1,10 @@
 """What the submission page shows of an evaluation: progress, the per-shape table, per-rank
-statistics and chart configurations, all read from the stored result document."""
+statistics and chart configurations, all read from the stored result document.
+
+Who sees what: a correct evaluation's figures are public. Where a failed one went wrong (the
+reason, the rank, the shape, the worst element, the log, which may quote the source and name the
+host's paths) is for the code's owner and admins only (`Submission.code_visible_to`); everyone
+else sees its status. `public_result` is the API's view of the document under the same rule."""
 
 from __future__ import annotations
 
@@ -104,14 +109,80 @@ def number_runs(evaluations) -> None:
         seen[key] = ev.run = seen.get(key, 0) + 1
 
 
+# Keys of the result document that say where and why a failed evaluation went wrong, and the
+# environment's facts about the host: for the code's owner and admins only.
+PRIVATE_KEYS = ("reason", "failing_rank", "failure", "log_tail")
+PRIVATE_ENVIRONMENT = ("hostname",)
+PUBLIC_SHAPE_KEYS_WHEN_FAILED = ("name", "dims", "default")
+
+
+def public_result(doc: dict | None) -> dict | None:
+    """The document as anyone may read it: a failed evaluation's status without its whereabouts."""
+    if doc is None:
+        return None
+    public = {k: v for k, v in doc.items() if k not in PRIVATE_KEYS}
+    public["environment"] = {k: v for k, v in (doc.get("environment") or {}).items() if k not in PRIVATE_ENVIRONMENT}
+    if doc.get("status") != Status.CORRECT:
+        public["shapes"] = [
+            {k: v for k, v in shape.items() if k in PUBLIC_SHAPE_KEYS_WHEN_FAILED} for shape in doc.get("shapes") or []
+        ]
+    return public
+
+
+def failure_view(doc: dict, rows: list[dict], trials: int | None) -> dict:
+    """Where a failed evaluation went wrong, as the evaluator gave it. Documents before schema 3 carry
+    no `failure`: their failing shape is the first one not found correct."""
+    failure = doc.get("failure") or {}
+    shape = failure.get("shape")
+    if shape is None and not failure:
+        shape = next((r["name"] for r in rows if r["correct"] is not True), None)
+    step = failure.get("step") or ""
+    return {
+        "reason": doc.get("reason", ""),
+        "rank": failure.get("rank", doc.get("failing_rank")),
+        "world_size": doc.get("world_size"),
+        "shape": shape,
+        "step": step,
+        "call": failure.get("call"),
+        "calls": failure.get("calls"),
+        "mismatch": failure.get("mismatch"),
+        "steps": steps(step, trials) if shape else [],
+        "log_tail": doc.get("log_tail", ""),
+    }
+
+
+def steps(failed: str, trials: int | None) -> list[dict]:
+    """What a shape runs, in order (its correctness trials, warm-up, timing, the public trial), each
+    passed, failed (the first failure: the evaluator stops there) or not run."""
+    names = [f"trial {i} of {trials}" for i in range(1, (trials or 0) + 1)] + ["warm-up", "timing", "public trial"]
+    if failed not in names:
+        return []
+    at = names.index(failed)
+    return [
+        {"name": n, "state": "passed" if i < at else "failed" if i == at else "not run"} for i, n in enumerate(names)
+    ]
+
+
 def evaluation_view(
-    ev: Evaluation, problem: Problem, position: int | None, detailed: bool, queue: dict | None = None
+    ev: Evaluation, problem: Problem, position: int | None, details: bool, queue: dict | None = None
 ) -> dict:
-    """`queue`, for a queued evaluation: its queue's length and the workers serving it (None: unknown)."""
+    """`details`: the viewer may see where a failed evaluation went wrong (owner or admin).
+    `queue`, for a queued evaluation: its queue's length and the workers serving it (None: unknown)."""
     doc = ev.result or {}
     queue = queue or {}
-    rows = shape_rows(doc, problem) if detailed else []
     correct = ev.status == Status.CORRECT
+    rows = shape_rows(doc, problem) if correct or details else []
+    failure = None
+    if details and ev.state == "done" and not correct and doc:
+        failure = failure_view(doc, rows, (doc.get("settings") or {}).get("trials"))
+        reached = True
+        for row in rows:  # the failing shape, and those after it that never ran
+            row["failing"] = row["name"] == failure["shape"]
+            row["not_run"] = not reached and row["correct"] is not True
+            reached = reached and not row["failing"]
+    environment = doc.get("environment") or {}
+    if not details:
+        environment = {k: v for k, v in environment.items() if k not in PRIVATE_ENVIRONMENT}
     return {
         "evaluation": ev,
         "position": position,
@@ -121,14 +192,15 @@ def evaluation_view(
         "progress": progress(ev),
         "status_text": STATUS_TEXT.get(ev.status or "", ""),
         "correct": correct,
-        "reason": ev.reason or doc.get("reason", ""),
-        "failing_rank": doc.get("failing_rank"),
+        "details": details,
+        "failure": failure,
+        "infrastructure_reason": ev.reason if details and ev.state == "failed" else "",
         "timings_meaningful": doc.get("timings_meaningful", True),
         "shapes": rows,
         "speedup_chart": speedup_chart(rows) if correct else None,
         "speedup_chart_id": f"speedup-chart-{ev.pk}",
         "roofline_chart_id": f"roofline-chart-{ev.pk}",
         "roofline_chart": roofline_chart(rows) if correct else None,
-        "environment": doc.get("environment") or {},
-        "log_tail": doc.get("log_tail", ""),
+        "environment": environment,
+        "log_tail": doc.get("log_tail", "") if details else "",
     }

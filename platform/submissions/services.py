@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.names import neutralize
 from evaluator.results import Stage
-from submissions.models import BACKENDS, Evaluation, Hardware, Problem, Submission
+from submissions.models import BACKENDS, Evaluation, Hardware, ModelName, Problem, Submission
 from submissions.queueing import enqueue_on_commit
 from submissions.validation import validate_code
 
@@ -77,7 +79,7 @@ def create_submission(owner, new: NewSubmission) -> Submission:
             backend=new.backend,
             code=code,
             sample_index=new.sample_index,
-            run_label=new.run_label,
+            run_label=neutralize(new.run_label).strip(),
         )
         queue_evaluations([submission], new.hardware[0], requested_by=owner, extra_hardware=new.hardware[1:])
     return submission
@@ -124,3 +126,36 @@ def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_
 def reject(submission_ids, reason: str) -> int:
     """Hide every evaluation of these submissions from rankings, keeping them for the record."""
     return Evaluation.objects.filter(submission_id__in=list(submission_ids)).update(hidden=True, rejected_reason=reason)
+
+
+MODEL_TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}")
+
+
+class NameTaken(ValueError):
+    """A model name someone else registered (case aside)."""
+
+
+def register_model_name(owner, name: str) -> ModelName:
+    """`owner` registers the model tag `name`: from then on, comparisons count the runs under it that
+    `owner` vouches for (its own, and those of the accounts it names). First come, first served;
+    admins can hand a name over. Raises ValueError (a bad tag) or NameTaken."""
+    if not MODEL_TAG_PATTERN.fullmatch(name):
+        raise ValueError("a model name is 1 to 100 letters, digits and . _ : / + @ -, starting with a letter or digit")
+    try:
+        with transaction.atomic():
+            if (taken := ModelName.objects.filter(name__iexact=name).select_related("owner").first()) is not None:
+                raise NameTaken(f"{taken.name!r} is registered by {taken.owner.username}")
+            return ModelName.objects.create(name=name, owner=owner)
+    except IntegrityError:  # registered meanwhile
+        raise NameTaken(f"{name!r} is already registered") from None
+
+
+def vouch_for(model_name: ModelName, usernames: list[str]) -> list[str]:
+    """The accounts (besides its owner) whose runs under `model_name` its owner vouches for, replaced
+    by `usernames`. Returns the usernames that name no account (nothing changes then)."""
+    wanted = {u.strip() for u in usernames if u.strip()} - {model_name.owner.username}
+    users = list(get_user_model().objects.filter(username__in=wanted))
+    unknown = sorted(wanted - {u.username for u in users})
+    if not unknown:
+        model_name.vouched_accounts.set(users)
+    return unknown

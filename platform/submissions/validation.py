@@ -33,6 +33,10 @@ def validate_code(raw: bytes | str) -> str:
         raise InvalidCode(f"syntax error on line {e.lineno}: {e.msg}") from None
     except ValueError as e:  # e.g. source the parser refuses outright
         raise InvalidCode(f"the file cannot be parsed: {e}") from None
+    except (MemoryError, RecursionError):  # pathological nesting: "((((...", "-" * 100_000 + "1"
+        raise InvalidCode(
+            "the file is nested too deeply for Python's parser (brackets or operators thousands of levels deep)"
+        ) from None
     if not defines_solution(tree):
         raise InvalidCode("the file does not define a top-level `solution` (a function or an assignment)")
     return text

@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from catalog import examples
 from leaderboards.comparisons import submission_outputs
+from leaderboards.ranking import is_vouched
 from submissions.forms import SubmissionForm
 from submissions.models import Evaluation, Hardware, Submission
 from submissions.presenters import evaluation_view, number_runs
@@ -67,7 +68,7 @@ def _submission(pk: int) -> Submission:
     return get_object_or_404(Submission.objects.select_related("problem", "owner"), pk=pk)
 
 
-def _evaluations(submission: Submission, detailed: bool) -> list[dict]:
+def _evaluations(submission: Submission, details: bool) -> list[dict]:
     evaluations = list(submission.evaluations.select_related("hardware").order_by("queued_at", "pk"))
     number_runs(evaluations)
     queues: dict[int, dict] = {}  # per hardware, for its queued evaluations
@@ -75,7 +76,7 @@ def _evaluations(submission: Submission, detailed: bool) -> list[dict]:
         if ev.state == "queued" and ev.hardware_id not in queues:
             queues[ev.hardware_id] = {"length": backlog(ev.hardware), "workers": workers(ev.hardware)}
     return [
-        evaluation_view(ev, submission.problem, queue_position(ev), detailed, queues.get(ev.hardware_id))
+        evaluation_view(ev, submission.problem, queue_position(ev), details, queues.get(ev.hardware_id))
         for ev in evaluations
     ]
 
@@ -83,10 +84,11 @@ def _evaluations(submission: Submission, detailed: bool) -> list[dict]:
 def submission(request: HttpRequest, pk: int) -> HttpResponse:
     sub = _submission(pk)
     owner_view = sub.code_visible_to(request.user)
-    evaluations = _evaluations(sub, detailed=True)
+    evaluations = _evaluations(sub, details=owner_view)
     context = {
         "submission": sub,
         "owner_view": owner_view,
+        "vouched": is_vouched(sub.model_tag, sub.owner_id),
         "evaluations": evaluations,
         "outputs": submission_outputs(sub.pk),
         "live": any(not e["evaluation"].finished for e in evaluations),
@@ -98,11 +100,12 @@ def submission(request: HttpRequest, pk: int) -> HttpResponse:
 def status(request: HttpRequest, pk: int) -> HttpResponse:
     """The live part of the submission page, polled every 2 s until every evaluation finished."""
     sub = _submission(pk)
-    evaluations = _evaluations(sub, detailed=True)
+    owner_view = sub.code_visible_to(request.user)
+    evaluations = _evaluations(sub, details=owner_view)
     live = any(not e["evaluation"].finished for e in evaluations)
     context = {
         "submission": sub,
-        "owner_view": sub.code_visible_to(request.user),
+        "owner_view": owner_view,
         "evaluations": evaluations,
         "outputs": submission_outputs(sub.pk),
         "live": live,

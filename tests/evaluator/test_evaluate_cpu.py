@@ -77,12 +77,19 @@ def test_off_by_one_rank_is_incorrect_and_names_the_rank(problem, world_size):
     assert doc["failing_rank"] == world_size - 1
     assert f"rank {world_size - 1}" in doc["reason"]
     assert "mismatch at flat index" in doc["reason"] or "not bitwise equal" in doc["reason"]
+    # Where, as the document tells it: the rank, the shape, the first trial and its worst element.
+    failure = doc["failure"]
+    assert (failure["rank"], failure["shape"], failure["step"]) == (world_size - 1, "small", "trial 1 of 3")
+    mismatch = failure["mismatch"]
+    assert mismatch["output"] == "output" and f"flat index {mismatch['flat_index']}" in doc["reason"]
+    assert 0 < mismatch["wrong"] <= mismatch["elements"] and mismatch["got"] != mismatch["expected"]
 
 
 def test_syntax_error_is_compile_error():
     doc = run("allreduce", solution("syntax_error"))
     assert doc["status"] == "compile_error"
     assert "SyntaxError" in doc["reason"]
+    assert doc["failure"] == {"rank": 0, "shape": None, "step": "build", "call": None, "calls": None, "mismatch": None}
 
 
 def test_missing_solution_is_compile_error():

@@ -23,7 +23,7 @@ def rank_stats(median: float) -> dict:
 
 # As `python -m evaluator run --problem allgather --mode cpu --shape small --hardware h100` writes it.
 CPU_DOC = {
-    "schema": "pkb.result/2", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
+    "schema": "pkb.result/3", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
     "mode": "cpu", "world_size": 2, "hardware": "h100", "timings_meaningful": False,
     "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0, "timing_budget_s": 2.0},
     "shapes": [{
@@ -49,6 +49,7 @@ CPU_DOC = {
                     "hostname": "vm", "triton": "3.6.0", "sandboxed": True},
     "log_tail": "== rank 0 ==\n[reference process of rank 0]\nwarning: something\n",
     "started_at": "2026-12-06T01:18:46+00:00", "finished_at": "2026-12-06T01:18:51+00:00",
+    "failure": None,
 }  # fmt: skip
 
 
@@ -66,6 +67,9 @@ def gpu_failure() -> dict:
                environment={"driver": None, "sandboxed": True})
     doc["summary"] = {"correct": False, "speedup": None, "utilization": None, "solution_us": None,
                       "reference_us": 1128.399}
+    doc["failure"] = {"rank": 1, "shape": "large", "step": "trial 2 of 3", "call": None, "calls": None, "mismatch": {
+        "output": "output 1", "index": [3, 17], "flat_index": 3089, "got": "0.5", "expected": "0.25",
+        "max_abs_error": 0.25, "allowed": "atol=0.1, rtol=0.02", "wrong": 12, "elements": 65536}}
     return doc
 
 
@@ -91,6 +95,25 @@ def test_a_first_schema_document_reads_with_its_later_fields_empty():
     assert written["settings"]["timing_budget_s"] is None
     assert written["shapes"][0]["speedup_interval"] is None and written["shapes"][0]["timing_run"] is None
     assert written["shapes"][0]["solution"]["interval_us"] is None
+
+
+def test_a_second_schema_document_reads_without_a_failure():
+    old = gpu_failure()
+    old["schema"] = "pkb.result/2"
+    del old["failure"]
+    written = Result.from_dict(old).to_dict()
+    assert written["schema"] == SCHEMA and written["failure"] is None
+
+
+def test_the_failure_names_one_of_the_shapes_and_only_for_a_failed_evaluation():
+    doc = gpu_failure()
+    doc["failure"]["shape"] = "huge"
+    with pytest.raises(InvalidResult, match="failure.shape"):
+        Result.from_dict(doc)
+    correct = copy.deepcopy(CPU_DOC)
+    correct["failure"] = gpu_failure()["failure"] | {"shape": "small"}
+    with pytest.raises(InvalidResult, match="no failure"):
+        Result.from_dict(correct)
 
 
 def test_the_model_is_typed():

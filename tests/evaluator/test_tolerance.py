@@ -152,3 +152,24 @@ def test_in_place_results_must_be_inputs_the_problem_mutates():
     allreduce = tasks.get("allreduce")
     with pytest.raises(ValueError, match="inplace_results"):
         dataclasses.replace(allreduce, mutates=(), inplace_results=(0,))
+
+
+def test_a_mismatch_names_its_worst_element():
+    """Besides its one line of text, a mismatch carries the element it singled out (the result
+    document's `failure.mismatch`)."""
+    expected = torch.zeros(4, 5, dtype=torch.float32)
+    got = expected.clone()
+    got[1, 2], got[3, 4] = 0.5, 2.0
+    message, _ = checks.compare_outputs((expected, got), (expected, expected), lambda _i: Tolerance(atol=0.1, rtol=0))
+    assert message.startswith("output 1: mismatch at flat index 19")
+    assert message.mismatch == {
+        "output": "output 1", "index": [3, 4], "flat_index": 19, "got": "2", "expected": "0", "max_abs_error": 2.0,
+        "allowed": "atol=0.1, rtol=0", "wrong": 2, "elements": 20,
+    }  # fmt: skip
+    bits = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    wrong = bits.clone()
+    wrong[1, 0] = 99
+    message, _ = checks.compare_outputs([{"k": wrong}], [{"k": bits}], lambda _i: Tolerance(bitwise=True))
+    assert message.mismatch["output"] == "output['k']" and message.mismatch["index"] == [1, 0]
+    assert (message.mismatch["got"], message.mismatch["expected"], message.mismatch["wrong"]) == ("99", "3", 1)
+    assert message.mismatch["allowed"] is None

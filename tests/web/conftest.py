@@ -90,8 +90,13 @@ def result_document(
     for shape, speedup in zip(ev.submission.problem.shapes, speedups, strict=False):
         ref_us = 100.0 * (len(shapes) + 1)
         sol_us = ref_us / speedup if correct else None
-        roof = results.Roofline(t_roof_us=sol_us * utilization, bound=results.Resource.NVLINK, phases=[],
-                                utilization=utilization) if correct else None
+        roof = (
+            results.Roofline(
+                t_roof_us=sol_us * utilization, bound=results.Resource.NVLINK, phases=[], utilization=utilization
+            )
+            if correct
+            else None
+        )
         shapes.append(
             ShapeResult(
                 name=shape["name"],
@@ -222,10 +227,15 @@ def good_code():
 
 @pytest.fixture
 def submit(broker):
-    """Create a submission through the service (as the pages and API do) with queued evaluations."""
+    """Create a submission through the service (as the pages and API do) with queued evaluations.
+    Its model tag is registered to its owner unless someone registered it already (comparisons
+    count only the runs a model name's owner vouches for; test_model_names.py tests that)."""
+    from submissions.models import ModelName
     from submissions.services import NewSubmission, create_submission
 
     def make(owner, problem, hardware, model_tag="gpt-5.5", code=GOOD_CODE, sample_index=0, backend="pytorch"):
+        if not ModelName.objects.filter(name__iexact=model_tag).exists():
+            ModelName.objects.create(name=model_tag, owner=owner)
         hardware = hardware if isinstance(hardware, list) else [hardware]
         new = NewSubmission(
             problem=problem,
