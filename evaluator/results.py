@@ -209,6 +209,10 @@ class Summary:
     utilization: float | None
     solution_us: float | None
     reference_us: float | None
+    # [low, high]: the geometric means of the shapes' 95% interval ends. If every shape's interval
+    # holds its true speedup, this holds their geometric mean (the mean is monotone in each); None
+    # unless every shape has an interval.
+    speedup_interval: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -462,9 +466,14 @@ def summarize(shapes: list[ShapeResult], status: Status) -> Summary:
     def t(side: Timing | None) -> float | None:
         return side.time_us if side else None
 
+    intervals = [s.speedup_interval for s in shapes]
+    interval = None
+    if correct and shapes and all(i and i[0] > 0 and i[1] >= i[0] for i in intervals):
+        interval = [geomean(i[0] for i in intervals), geomean(i[1] for i in intervals)]
     return Summary(
         correct=correct,
         speedup=geomean(s.speedup for s in shapes) if correct else None,
+        speedup_interval=interval,
         utilization=geomean(s.roofline.utilization for s in shapes if s.roofline) if correct else None,
         solution_us=t(default.solution) if correct and default else None,
         reference_us=t(default.reference) if default else None,

@@ -243,6 +243,7 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
     return [
         {
             "rank": e.rank,
+            "tied": e.tied,
             "evaluation_id": e.evaluation.pk,
             "submission_id": e.submission.pk,
             "owner": e.submission.owner.username,
@@ -250,6 +251,7 @@ def get_leaderboard(request, problem: Slug, hardware: Slug, limit: int = Query(1
             "vouched": e.evaluation.vouched,
             "backend": e.submission.backend,
             "speedup": e.evaluation.speedup,
+            "speedup_interval": list(e.speedup_interval) if e.speedup_interval else None,
             "utilization": e.evaluation.utilization,
             "solution_us": e.evaluation.solution_us,
             "reference_us": e.evaluation.reference_us,

@@ -129,7 +129,8 @@ class SubmissionOut(Schema):
 
 
 class LeaderboardEntryOut(Schema):
-    rank: int
+    rank: int = Field(..., description="entries whose speedup intervals overlap share a rank (1, 1, 3)")
+    tied: bool = Field(..., description="shares its rank with another entry")
     evaluation_id: int
     submission_id: int
     owner: str
@@ -137,6 +138,9 @@ class LeaderboardEntryOut(Schema):
     vouched: bool = Field(..., description="the model name's owner vouches for this run")
     backend: str
     speedup: float
+    speedup_interval: list[float] | None = Field(
+        ..., description="95% interval [low, high] of the speedup; null for results from before intervals"
+    )
     utilization: float | None
     solution_us: float | None
     reference_us: float | None

@@ -145,6 +145,8 @@ def store_result(evaluation_id: int, token: Any, doc: Any) -> bool:
         result=result.to_dict(),
         correct=summary.correct,
         speedup=summary.speedup,
+        speedup_low=summary.speedup_interval[0] if summary.speedup_interval else None,
+        speedup_high=summary.speedup_interval[1] if summary.speedup_interval else None,
         utilization=summary.utilization,
         solution_us=summary.solution_us,
         reference_us=summary.reference_us,

@@ -4,8 +4,14 @@ and exports go through these functions.
 - A submission's result on a hardware is its latest finished ("done") evaluation there: a rerun
   replaces the earlier figure instead of adding a second lottery ticket.
 - Only correct, non-hidden results with a speedup rank.
-- A leaderboard keeps each (owner, model tag)'s best speedup (geometric mean over shapes); ties
-  go to the earlier submission. Each entry says whether the model name's owner vouches for it.
+- A leaderboard keeps each (owner, model tag)'s best speedup (geometric mean over shapes), in
+  order of speedup (equal speedups: the earlier submission first). Each entry says whether the
+  model name's owner vouches for it.
+- Entries whose speedup intervals overlap are tied: they share a rank. A tie group starts at the
+  highest entry not yet in one and takes every following entry whose interval overlaps the
+  group's first (overlap is not transitive: chaining would tie the first and the last of a long
+  list). Ranks count the entries above, as in sport (1, 1, 3). An entry without an interval (a
+  result from before intervals) ties only with an equal speedup.
 - Model comparisons count, by default, only runs the model name's owner vouches for (`vouched`).
 """
 
@@ -71,17 +77,46 @@ def leaderboard_queryset(problem: Problem | int, hardware: Hardware | int) -> Qu
 class Entry:
     rank: int
     evaluation: Evaluation
+    tied: bool = False  # shares its rank with another entry (overlapping intervals)
 
     @property
     def submission(self):
         return self.evaluation.submission
 
+    @property
+    def speedup_interval(self) -> tuple[float, float] | None:
+        ev = self.evaluation
+        return None if ev.speedup_low is None or ev.speedup_high is None else (ev.speedup_low, ev.speedup_high)
+
+
+def _interval(ev: Evaluation) -> tuple[float, float]:
+    if ev.speedup_low is None or ev.speedup_high is None:
+        return (ev.speedup, ev.speedup)
+    return (ev.speedup_low, ev.speedup_high)
+
+
+def tie_ranks(evaluations: list[Evaluation]) -> list[tuple[int, bool]]:
+    """(rank, tied) of each evaluation, given in ranking order (see the module's docstring)."""
+    ranks: list[int] = []
+    head = None  # the interval of the current tie group's first entry
+    for position, ev in enumerate(evaluations, start=1):
+        low, high = _interval(ev)
+        if head is not None and low <= head[1] and head[0] <= high:
+            ranks.append(ranks[-1])
+        else:
+            head = (low, high)
+            ranks.append(position)
+    sizes = {rank: ranks.count(rank) for rank in ranks}
+    return [(rank, sizes[rank] > 1) for rank in ranks]
+
 
 def leaderboard(problem: Problem | int, hardware: Hardware | int, limit: int | None = None) -> list[Entry]:
+    """The ranked entries; with `limit`, the first `limit` of them (one more is read, so that the
+    last says whether it is tied with the next)."""
     qs = leaderboard_queryset(problem, hardware)
-    if limit is not None:
-        qs = qs[:limit]
-    return [Entry(rank, ev) for rank, ev in enumerate(qs, start=1)]
+    evaluations = list(qs if limit is None else qs[: limit + 1])
+    entries = [Entry(rank, ev, tied) for ev, (rank, tied) in zip(evaluations, tie_ranks(evaluations))]
+    return entries if limit is None else entries[:limit]
 
 
 def best_speedups(problem_ids=None) -> dict[tuple[int, int], float]:

@@ -173,6 +173,10 @@ class Evaluation(models.Model):
     result = models.JSONField(null=True, blank=True)
     correct = models.BooleanField(null=True)
     speedup = models.FloatField(null=True, blank=True, help_text="geometric mean over shapes")
+    # The speedup's 95% interval (the result's summary.speedup_interval): entries whose intervals
+    # overlap are tied on the leaderboards.
+    speedup_low = models.FloatField(null=True, blank=True)
+    speedup_high = models.FloatField(null=True, blank=True)
     utilization = models.FloatField(null=True, blank=True)
     solution_us = models.FloatField(null=True, blank=True)
     reference_us = models.FloatField(null=True, blank=True)

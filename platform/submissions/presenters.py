@@ -53,6 +53,7 @@ def shape_rows(doc: dict, problem: Problem) -> list[dict]:
                 "solution_us": _time(shape.get("solution")),
                 "reference_us": _time(shape.get("reference")),
                 "speedup": shape.get("speedup"),
+                "speedup_interval": shape.get("speedup_interval"),
                 "t_roof_us": roof.get("t_roof_us"),
                 "utilization": roof.get("utilization"),
                 "bound": roof.get("bound"),

@@ -42,7 +42,7 @@ CPU_DOC = {
         "timing_run": {"calls_per_batch": 1, "pairs": 34, "fixed_us": 517.82, "stop": "budget", "seconds": 2.04},
     }],
     "summary": {"correct": True, "speedup": 0.7261736138238248, "utilization": None, "solution_us": 1553.897,
-                "reference_us": 1128.399},
+                "reference_us": 1128.399, "speedup_interval": [0.70, 0.75]},
     "stages": {"startup": 4.455, "init": 0.036, "build": 0.068, "correctness": 0.084, "warmup": 0.040,
                "timing": 0.114, "digest": 0.041, "total": 4.866},
     "environment": {"python": "3.11.7", "torch": "2.13.0+cpu", "cuda": None, "mode": "cpu", "world_size": 2,
@@ -66,7 +66,7 @@ def gpu_failure() -> dict:
                shapes=[doc["shapes"][0], shape], stages={"startup": None, "total": 9.5},
                environment={"driver": None, "sandboxed": True})
     doc["summary"] = {"correct": False, "speedup": None, "utilization": None, "solution_us": None,
-                      "reference_us": 1128.399}
+                      "reference_us": 1128.399, "speedup_interval": None}
     doc["failure"] = {"rank": 1, "shape": "large", "step": "trial 2 of 3", "call": None, "calls": None, "mismatch": {
         "output": "output 1", "index": [3, 17], "flat_index": 3089, "got": "0.5", "expected": "0.25",
         "max_abs_error": 0.25, "allowed": "atol=0.1, rtol=0.02", "wrong": 12, "elements": 65536}}
@@ -235,6 +235,19 @@ def test_summary_is_geometric_mean_over_shapes():
     failed = results.summarize(shapes, Status.INCORRECT)
     assert failed.speedup is failed.utilization is failed.solution_us is None and not failed.correct
     assert results.summarize([], Status.TIMEOUT).reference_us is None
+
+
+def test_summary_interval_is_the_geometric_mean_of_the_shapes_interval_ends():
+    first = Result.from_dict(copy.deepcopy(CPU_DOC)).shapes[0]
+    shapes = [results.ShapeResult(**{**vars(first), "speedup": 2.0, "speedup_interval": [1.0, 4.0]}),
+              results.ShapeResult(**{**vars(first), "name": "other", "speedup": 8.0, "speedup_interval": [4.0, 16.0]})]
+    s = results.summarize(shapes, Status.CORRECT)
+    assert s.speedup_interval == [pytest.approx(2.0), pytest.approx(8.0)]
+    assert results._parse(results.Summary, json.loads(json.dumps(results._plain(s))), "summary") == s
+    # One shape without an interval (timed too briefly, or a document from before intervals): none.
+    shapes[1] = results.ShapeResult(**{**vars(shapes[1]), "speedup_interval": None})
+    assert results.summarize(shapes, Status.CORRECT).speedup_interval is None
+    assert results.summarize(shapes[:1], Status.INCORRECT).speedup_interval is None
 
 
 def test_log_tail_is_cut():

@@ -77,9 +77,16 @@ def worker():
 
 
 def result_document(
-    ev, status: str = "correct", speedups=(1.5, 2.0, 3.0), utilization=0.5, digest: str = "a", reason: str = ""
+    ev,
+    status: str = "correct",
+    speedups=(1.5, 2.0, 3.0),
+    utilization=0.5,
+    digest: str = "a",
+    reason: str = "",
+    interval: float | None = None,
 ) -> dict:
-    """A valid result document for this evaluation's problem, mode and world size."""
+    """A valid result document for this evaluation's problem, mode and world size. `interval`:
+    each shape's speedup interval is [speedup / (1 + interval), speedup * (1 + interval)]."""
     from evaluator import results
     from evaluator.results import Mode, Result, ShapeResult, Status
 
@@ -107,6 +114,9 @@ def result_document(
                 solution=results.timing([[sol_us] * 3] * ranks) if correct else None,
                 reference=results.timing([[ref_us] * 3] * ranks),
                 speedup=speedup if correct else None,
+                speedup_interval=[speedup / (1 + interval), speedup * (1 + interval)]
+                if correct and interval is not None
+                else None,
                 roofline=roof,
                 digests=results.Digests(solution=[digest * 64] * ranks, reference=["r" * 64] * ranks),
                 notes=[],
@@ -257,10 +267,11 @@ def submit(broker):
 def judged(submit, worker, make_result):
     """A submission whose evaluation on one hardware is done with the given outcome."""
 
-    def make(owner, problem, hardware, status="correct", speedups=(1.5, 2.0, 3.0), model_tag="gpt-5.5", **kw):
+    def make(owner, problem, hardware, status="correct", speedups=(1.5, 2.0, 3.0), model_tag="gpt-5.5",
+             interval=None, **kw):
         sub = submit(owner, problem, hardware, model_tag=model_tag, **kw)
         ev = sub.evaluations.get()
-        worker.finish(ev, make_result(ev, status=status, speedups=speedups))
+        worker.finish(ev, make_result(ev, status=status, speedups=speedups, interval=interval))
         return ev
 
     return make

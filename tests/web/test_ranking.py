@@ -1,9 +1,17 @@
-"""The one ranking query: best per (owner, model), ties to the earlier submission, reruns replace,
-hidden and failing results never rank."""
+"""The one ranking query: best per (owner, model), equal speedups to the earlier submission,
+overlapping intervals tied, reruns replace, hidden and failing results never rank."""
 
 import pytest
 
-from leaderboards.ranking import best_speedups, current, eligible, leaderboard, leading_submission_ids, solved_counts
+from leaderboards.ranking import (
+    best_speedups,
+    current,
+    eligible,
+    leaderboard,
+    leading_submission_ids,
+    solved_counts,
+    tie_ranks,
+)
 from submissions.models import Evaluation, Submission
 from submissions.services import queue_evaluations
 
@@ -35,6 +43,39 @@ def test_ties_go_to_the_earlier_submission(judged, user, other_user, problem, cp
     early = judged(other_user, problem, cpu, speedups=(2, 2, 2))
     Submission.objects.filter(pk=early.submission_id).update(created_at=late.submission.created_at.replace(year=2020))
     assert [e.submission.owner.username for e in leaderboard(problem, cpu)] == ["bob", "alice"]
+
+
+def test_overlapping_intervals_are_tied(judged, user, other_user, problem, cpu):
+    # 3.0 [2.73, 3.3] and 2.8 [2.55, 3.08] overlap; 2.0 [1.82, 2.2] overlaps neither.
+    judged(user, problem, cpu, speedups=(3, 3, 3), interval=0.1)
+    judged(other_user, problem, cpu, speedups=(2.8, 2.8, 2.8), interval=0.1)
+    judged(user, problem, cpu, speedups=(2, 2, 2), interval=0.1, model_tag="human")
+    board = leaderboard(problem, cpu)
+    assert [(e.submission.model_tag, e.rank, e.tied) for e in board] == [
+        ("gpt-5.5", 1, True), ("gpt-5.5", 1, True), ("human", 3, False)
+    ]
+    low, high = board[0].speedup_interval
+    assert (low, high) == (pytest.approx(3 / 1.1), pytest.approx(3.3))
+    # A cut after the first entry still says it is tied with the next.
+    assert [(e.rank, e.tied) for e in leaderboard(problem, cpu, limit=1)] == [(1, True)]
+
+
+def test_without_intervals_only_equal_speedups_tie(judged, user, other_user, problem, cpu):
+    judged(user, problem, cpu, speedups=(3, 3, 3))
+    judged(other_user, problem, cpu, speedups=(2.99, 2.99, 2.99))
+    assert [(e.rank, e.tied) for e in leaderboard(problem, cpu)] == [(1, False), (2, False)]
+
+
+class _Ev:
+    def __init__(self, speedup, low=None, high=None):
+        self.speedup, self.speedup_low, self.speedup_high = speedup, low, high
+
+
+def test_a_tie_group_is_measured_from_its_first_entry():
+    # Each overlaps its neighbour, but the third does not reach the first: no chain of ties.
+    evs = [_Ev(3.0, 2.8, 3.2), _Ev(2.75, 2.55, 2.95), _Ev(2.5, 2.3, 2.7), _Ev(2.5, 2.3, 2.7), _Ev(1.0)]
+    assert tie_ranks(evs) == [(1, True), (1, True), (3, True), (3, True), (5, False)]
+    assert tie_ranks([]) == []
 
 
 def test_a_rerun_replaces_the_earlier_result(judged, worker, make_result, user, problem, cpu, broker):
