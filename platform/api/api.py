@@ -332,6 +332,8 @@ def get_model_comparison(
                 "roof_u": s.roof_u,
                 "pass_at_k": s.pass_at,
                 "fast_1_at_k": s.fast1_at,
+                "fast_0_interval": list(s.fast_0_interval) if s.fast_0_interval else None,
+                "fast_1_interval": list(s.fast_1_interval) if s.fast_1_interval else None,
                 "failures": s.failures,
             }
             for s in cmp.scores

@@ -168,6 +168,8 @@ class ModelScoresOut(Schema):
     roof_u: list[float | None]
     pass_at_k: dict[int, float | None]
     fast_1_at_k: dict[int, float | None]
+    fast_0_interval: list[float] | None = Field(None, description="95% bootstrap interval over problems")
+    fast_1_interval: list[float] | None = Field(None, description="95% bootstrap interval over problems")
     failures: dict[str, int]
 
 

@@ -60,6 +60,9 @@ class ModelScores:
     pass_at: dict[int, float | None]
     fast1_at: dict[int, float | None]
     failures: dict[str, int]
+    # 95% bootstrap intervals over problems (metrics.bootstrap_interval) of fast_0 and fast_1
+    fast_0_interval: tuple[float, float] | None = None
+    fast_1_interval: tuple[float, float] | None = None
 
     @property
     def fast_0(self) -> float | None:
@@ -86,6 +89,8 @@ def _scores(model: str, rows: list[dict], n_problems: int) -> ModelScores:
         pass_at={k: metrics.estimate(pairs("correct_n"), n_problems, k) for k in ks},
         fast1_at={k: metrics.estimate(pairs(_fast_key(one)), n_problems, k) for k in ks},
         failures={kind: sum(r[kind] for r in rows) for kind in STATUS_FILTERS},
+        fast_0_interval=metrics.bootstrap_interval(pairs(_fast_key(0)), n_problems),
+        fast_1_interval=metrics.bootstrap_interval(pairs(_fast_key(one)), n_problems),
     )
 
 

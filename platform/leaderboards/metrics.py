@@ -6,6 +6,10 @@
   1 - C(n-c, k) / C(n, k), averaged over problems, where c counts the samples that meet the
   metric's condition: pass@k counts correct samples, fast_p@k fast ones. At k = 1 it is c / n.
 - Problems without samples count as failures: the denominator is every problem in scope.
+- Uncertainty: a 95% percentile-bootstrap interval over problems (`bootstrap_interval`): the
+  problems in scope drawn with replacement, the metric recomputed per draw. It says how much the
+  figure owes to which problems happen to be in the suite, and for pass@1 also to the samples'
+  luck. Draws are seeded, so a page shows the same interval for the same results.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from math import comb
+
+import numpy as np
 
 from evaluator.results import FailureKind, Status
 
@@ -69,6 +75,25 @@ def estimate(counts: Iterable[tuple[int, int]], n_problems: int, k: int = 1) -> 
     if k == 1:  # pass@1 is c / n; the comparison pages evaluate thousands of these
         return sum(c / n for n, c in counts) / n_problems
     return sum(pass_at_k(n, c, k) for n, c in counts) / n_problems
+
+
+BOOTSTRAP_DRAWS = 400
+
+
+def bootstrap_interval(counts: Iterable[tuple[int, int]], n_problems: int, draws: int = BOOTSTRAP_DRAWS,
+                       seed: int = 0) -> tuple[float, float] | None:
+    """95% percentile-bootstrap interval of the pass@1 estimate (mean of c / n over n_problems, the
+    unattempted ones 0), resampling the problems in scope. A draw's sum depends only on how many
+    times each distinct value is drawn: one multinomial per draw."""
+    values = Counter(c / n for n, c in counts if n)
+    if n_problems <= 0 or sum(values.values()) > n_problems:
+        return None
+    values[0.0] += n_problems - sum(values.values())
+    distinct = np.array(list(values))
+    weights = np.array(list(values.values()), dtype=float) / n_problems
+    picks = np.random.default_rng(seed).multinomial(n_problems, weights, size=draws)
+    means = np.sort(picks @ distinct / n_problems)
+    return float(means[int(0.025 * (draws - 1))]), float(means[int(round(0.975 * (draws - 1)))])
 
 
 def max_k(counts: Iterable[tuple[int, int]]) -> int:

@@ -39,3 +39,15 @@ def test_no_results(client, cpu):
     response = client.get("/compare/models/")
     assert response.status_code == 200 and "No finished evaluations" in response.content.decode()
     assert client.get("/compare/models/?hardware=nope").status_code == 404
+
+
+def test_fast_p_carries_its_bootstrap_interval(client, judged, user, problem, other_problem, cpu):
+    judged(user, problem, cpu, speedups=(2, 2, 2), model_tag="gpt")
+    judged(user, other_problem, cpu, status="incorrect", model_tag="gpt")
+    [gpt] = client.get("/compare/models/?hardware=cpu").context["panels"][0]["comparison"].scores
+    assert gpt.fast_1 == pytest.approx(0.5)
+    low, high = gpt.fast_1_interval
+    assert low == 0.0 and high == 1.0  # two problems, one solved: a draw can hold either twice
+    [row] = client.get("/api/compare/models?hardware=cpu").json()["models"]
+    assert row["fast_1_interval"] == [0.0, 1.0] and row["fast_0_interval"] == [0.0, 1.0]
+    assert "95% bootstrap interval over problems" in client.get("/compare/models/?hardware=cpu").content.decode()

@@ -2,6 +2,7 @@
 
 import pytest
 
+from leaderboards import metrics
 from leaderboards.metrics import (
     P_GRID,
     U_GRID,
@@ -80,3 +81,15 @@ def test_grids_and_failures():
     assert U_GRID[0] == 0 and U_GRID[-1] == 1.0
     counts = failure_breakdown([Sample("timeout"), Sample("compile_error"), Sample("timeout"), Sample("correct")])
     assert counts == {"compile_error": 1, "runtime_error": 0, "incorrect": 0, "timeout": 2, "rejected": 0}
+
+
+def test_bootstrap_interval_over_problems():
+    # Half of 40 problems solved: the interval holds 0.5 and is about +-2 standard errors (0.079) wide.
+    counts = [(1, 1)] * 20 + [(1, 0)] * 20
+    low, high = metrics.bootstrap_interval(counts, 40)
+    assert low < 0.5 < high and 0.3 < low < 0.4 and 0.6 < high < 0.7
+    assert metrics.bootstrap_interval(counts, 40) == (low, high)  # seeded: the same figures each time
+    # Unattempted problems count as zeros; all or nothing solved leaves no doubt.
+    assert metrics.bootstrap_interval([(2, 2)], 4)[0] < 0.25 < metrics.bootstrap_interval([(2, 2)], 4)[1]
+    assert metrics.bootstrap_interval([(3, 3)] * 5, 5) == (1.0, 1.0)
+    assert metrics.bootstrap_interval([], 0) is None
