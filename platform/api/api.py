@@ -359,6 +359,7 @@ def get_hardware_comparison(
         "bitwise_identical": cmp.identical,
         "digests_compared": cmp.digests_compared,
         "geomean_ratio_b_over_a": cmp.geomean_ratio,
+        "geomean_ratio_interval": list(cmp.geomean_ratio_interval) if cmp.geomean_ratio_interval else None,
         "pairs": [
             {
                 "submission_id": r.evaluation_a.submission_id,

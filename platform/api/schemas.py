@@ -207,4 +207,5 @@ class HardwareComparisonOut(Schema):
     bitwise_identical: int
     digests_compared: int
     geomean_ratio_b_over_a: float | None
+    geomean_ratio_interval: list[float] | None = Field(None, description="95% interval over the submissions compared")
     pairs: list[PairOut]

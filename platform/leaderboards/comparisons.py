@@ -3,6 +3,7 @@ turned into metrics by `leaderboards.metrics`."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -228,6 +229,9 @@ class HardwareComparison:
     identical: int
     digests_compared: int
     geomean_ratio: float | None
+    # 95% interval of the geometric mean: a normal interval for the mean log ratio over the pairs
+    # (each pair one submission); None with fewer than two pairs.
+    geomean_ratio_interval: tuple[float, float] | None = None
 
 
 PAIRS_SQL = """
@@ -235,7 +239,9 @@ SELECT count(*),
        count(*) FILTER (WHERE a.status = %(correct)s AND b.status = %(correct)s),
        count(*) FILTER (WHERE a.output_digest = b.output_digest),
        count(*) FILTER (WHERE a.output_digest IS NOT NULL AND b.output_digest IS NOT NULL),
-       exp(avg(ln(b.speedup / a.speedup)) FILTER (WHERE a.speedup > 0 AND b.speedup > 0))
+       exp(avg(ln(b.speedup / a.speedup)) FILTER (WHERE a.speedup > 0 AND b.speedup > 0)),
+       count(*) FILTER (WHERE a.speedup > 0 AND b.speedup > 0),
+       avg(ln(b.speedup / a.speedup) * ln(b.speedup / a.speedup)) FILTER (WHERE a.speedup > 0 AND b.speedup > 0)
   FROM submissions_evaluation a
   JOIN submissions_evaluation b ON b.submission_id = a.submission_id
  WHERE a.hardware_id = %(a)s AND b.hardware_id = %(b)s
@@ -244,8 +250,19 @@ SELECT count(*),
 """
 
 
+def ratio_interval(geomean: float | None, n: int, mean_square: float | None) -> tuple[float, float] | None:
+    """95% interval of a geometric mean of n ratios, from the mean and mean square of their logs."""
+    if geomean is None or mean_square is None or n < 2:
+        return None
+    mean = math.log(geomean)
+    variance = max(0.0, mean_square - mean * mean) * n / (n - 1)
+    half = 1.96 * math.sqrt(variance / n)
+    return (math.exp(mean - half), math.exp(mean + half))
+
+
 def pair_summary(a: Hardware, b: Hardware, problem: Problem | None) -> tuple:
-    """(pairs, both correct, identical digests, digests compared, geometric mean of b/a speedups)."""
+    """(pairs, both correct, identical digests, digests compared, geometric mean of b/a speedups,
+    ratios in that mean, mean square of their logs)."""
 
     def compute() -> tuple:
         sql, params = PAIRS_SQL, {"a": a.pk, "b": b.pk, "correct": Status.CORRECT.value}
@@ -255,7 +272,7 @@ def pair_summary(a: Hardware, b: Hardware, problem: Problem | None) -> tuple:
             cursor.execute(sql, params)
             return tuple(cursor.fetchone())
 
-    return cached("hardware-pairs", (a.pk, b.pk, problem.pk if problem else None), compute)
+    return cached("hardware-pairs/2", (a.pk, b.pk, problem.pk if problem else None), compute)
 
 
 def compare_hardware(a: Hardware, b: Hardware, problem: Problem | None = None, limit: int = 200) -> HardwareComparison:
@@ -282,7 +299,7 @@ def compare_hardware(a: Hardware, b: Hardware, problem: Problem | None = None, l
         )
     }
     agreement = output_agreement(partners)
-    total, both_correct, identical, compared, ratio = pair_summary(a, b, problem)
+    total, both_correct, identical, compared, ratio, n_ratios, mean_square = pair_summary(a, b, problem)
     return HardwareComparison(
         a=a,
         b=b,
@@ -292,4 +309,5 @@ def compare_hardware(a: Hardware, b: Hardware, problem: Problem | None = None, l
         identical=identical,
         digests_compared=compared,
         geomean_ratio=ratio,
+        geomean_ratio_interval=ratio_interval(ratio, n_ratios or 0, mean_square),
     )

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -43,3 +45,17 @@ def test_needs_two_different_hardware(client, cpu):
 
 def test_problem_filter_404(client, cpu, h200):
     assert client.get("/compare/hardware/?a=cpu&b=h200x4&problem=nope").status_code == 404
+
+
+def test_the_geometric_mean_ratio_carries_its_interval(client, submit, worker, make_result, user, problem, cpu, h200):
+    # Three submissions, b/a ratios 1, 2 and 4: logs 0, ln 2, 2 ln 2, mean ln 2, sample sd ln 2.
+    for s in (1.0, 2.0, 4.0):
+        sub = submit(user, problem, [cpu, h200])
+        for ev, speedup in zip(sub.evaluations.order_by("hardware__slug"), (1.0, s), strict=True):
+            worker.finish(ev, make_result(ev, speedups=(speedup,) * 3))
+    cmp = client.get("/compare/hardware/?a=cpu&b=h200x4").context["comparison"]
+    half = 1.96 * math.log(2) / math.sqrt(3)
+    assert cmp.geomean_ratio == pytest.approx(2.0)
+    assert cmp.geomean_ratio_interval == (pytest.approx(2 * math.exp(-half)), pytest.approx(2 * math.exp(half)))
+    api = client.get("/api/compare/hardware?a=cpu&b=h200x4").json()
+    assert api["geomean_ratio_interval"] == [pytest.approx(2 * math.exp(-half)), pytest.approx(2 * math.exp(half))]
