@@ -14,7 +14,10 @@ all-reduce adds in another order and fails.
 Roofline, per rank, two phases, k = K/W:
 - gemm: FLOPs 2*M*N*k on fp32 CUDA cores; HBM weight N*k*2 + x M*k*2 + partial M*N*4 bytes.
 - allreduce: NVLink 2(W-1)/W * M*N*4 bytes (a bandwidth-optimal all-reduce; without NVLink
-  multicast none sends less); HBM partial read + output write 2*M*N*4; (W-1)*M*N fp32 adds.
+  multicast none sends less); HBM partial read + output write 2*M*N*4 + bias N*2 bytes;
+  (W-1)/W * M*N fp32 adds. The rank order does not force every rank to add all W partials: in
+  a reduce-scatter each rank adds its 1/W of the elements in rank order, and the all-gather
+  that follows copies the sums, so the same bits cost each GPU (W-1)/W * M*N adds.
 """
 
 from tasks.repro_linear.problem import BITWISE_ORDER
@@ -28,7 +31,7 @@ def roofline(dims, world_size, dtype):
     return [
         Phase("gemm", flops=2.0 * m * n * k, hbm_bytes=n * k * 2 + m * k * 2 + out, unit="fp32"),
         Phase(
-            "allreduce", flops=(w - 1) * m * n, hbm_bytes=2 * out + n * 2, comm_bytes=2 * (w - 1) / w * out, unit="fp32"
+            "allreduce", flops=(w - 1) / w * m * n, hbm_bytes=2 * out + n * 2, comm_bytes=2 * (w - 1) / w * out, unit="fp32"
         ),
     ]
 
