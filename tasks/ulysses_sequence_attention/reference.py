@@ -8,8 +8,8 @@ def make_inputs(ctx):
     hidden = d["NH"] * d["D"]
     hidden_states = ctx.randn(d["B"], d["S"], hidden)
     # Replicated weights (every rank holds the same model). q and k entries have variance 1/2, so
-    # the scaled scores q.k/sqrt(D) do too: attention spreads over much of the sequence, and v is
-    # scaled by sqrt(sequence length) to keep the output of unit size at every shape.
+    # the scaled scores q.k/sqrt(D) have variance 1/4: attention spreads over much of the sequence,
+    # and v is scaled by sqrt(sequence length) to keep the output of unit size at every shape.
     w_qkv = ctx.randn(3 * hidden, hidden, shared=True, scale=hidden**-0.5)
     w_qkv[: 2 * hidden] *= 0.5**0.5
     w_qkv[2 * hidden :] *= (ctx.world_size * d["S"]) ** 0.5

@@ -1,4 +1,4 @@
-"""Ulysses sequence-parallel self-attention, end to end.
+"""Ulysses sequence-parallel self-attention over the sequence, end to end.
 
 Rank r holds hidden_states (B, S, H) for its S-token slice of an L = W*S token sequence, and the
 replicated weights w_qkv (3H, H) and w_o (H, H); H = NH*D. It returns (B, S, H):
@@ -6,13 +6,14 @@ w_o applied to multi-head attention over the whole sequence, for its own S token
 The reference projects QKV locally, all-to-all's q, k and v to head-sharded layout (each rank gets
 NH/W heads for all L tokens), runs softmax(q k^T / sqrt(D)) v per head, all-to-all's the result
 back to sequence-sharded layout and applies w_o. NH is a multiple of 8. The q and k rows of w_qkv
-give scores of variance 1/2, and the v rows are scaled by sqrt(W*S) so that attention, which
+give scores of variance 1/4, and the v rows are scaled by sqrt(W*S) so that attention, which
 averages v over much of the sequence, returns outputs of unit size at every shape.
 
-The public suite's reference takes the softmax over the heads axis (q and k are passed to the
-matmul as (B, S, heads, D)), which makes every token independent and leaves no reason to
-communicate; this problem attends over the sequence, as Ulysses does. Inputs and the output
-layout are the public ones.
+This is the corrected variant of the public suite's problem 39. The public reference takes the
+softmax over the heads axis (q and k reach the matmul as (B, L, heads, D)), which makes every
+token independent and leaves no reason to communicate; problem `ulysses_attention_e2e` keeps that
+public contract under the public name, and this one attends over the sequence, as DeepSpeed-Ulysses
+does. The call, the inputs' layouts and the output layout are the public ones.
 
 Roofline per GPU, X = B*S*H elements of one activation slice, e bytes per element, three phases
 (attention needs every key of its heads before it can finish any query, and the output
@@ -57,19 +58,20 @@ def roofline(dims, world_size, dtype):
 
 
 PROBLEM = Problem(
-    id="ulysses_attention_e2e",
-    pkb_id=39,
-    title="Ulysses attention, end to end",
+    id="ulysses_sequence_attention",
+    title="Ulysses attention over the sequence, end to end",
     level=5,
     parallelism="SP",
-    origin="DeepSpeed-Ulysses (VeOmni)",
+    origin="DeepSpeed-Ulysses (VeOmni); corrected variant of ParallelKernelBench problem 39",
     description=(
         "Every rank holds its slice of the sequence, hidden_states (B, S, H) in bf16, and the "
         "replicated projections w_qkv (3H, H) and w_o (H, H). Return w_o(attention(x)) for this "
         "rank's S tokens, where attention runs over the whole W*S-token sequence with NH heads of "
         "size D. Ulysses sequence parallelism: project locally, all-to-all to head-sharded layout, "
         "attend, all-to-all back. Short sequences are bound by the two all-to-alls, long ones by "
-        "attention FLOPs."
+        "attention FLOPs. The corrected variant of public problem 39 (ulysses_attention_e2e), whose "
+        "reference takes the softmax over heads instead: this one attends over the sequence, as "
+        "DeepSpeed-Ulysses does; same call and layouts."
     ),
     shapes=(
         Shape("small", {"B": 1, "S": 8, "NH": 8, "D": 16}),
