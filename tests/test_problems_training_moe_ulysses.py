@@ -48,7 +48,6 @@ PROBLEMS = {
     "ulysses_gather_seq_scatter_heads": 36,
     "ulysses_gather_heads_scatter_seq": 37,
     "ulysses_gather_seq_scatter_heads_qkv": 38,
-    "ulysses_attention_e2e": 39,
     "ddp": 40,
     "zero1_optimizer_shard": 41,
     "zero2_optimizer_shard_grad": 42,
@@ -600,8 +599,8 @@ def test_moe_routing_is_unambiguous():
 
 
 @pytest.mark.parametrize("world_size", WORLDS)
-def test_roofline_of_ulysses_attention(world_size):
-    pid = "ulysses_attention_e2e"
+def test_roofline_of_ulysses_sequence_attention(world_size):
+    pid = "ulysses_sequence_attention"
     dims = first_dims(pid)
     ranks = run_ranks(pid, dims, world_size)
     b, s, nh, d = dims["B"], dims["S"], dims["NH"], dims["D"]
@@ -619,9 +618,9 @@ def test_roofline_of_ulysses_attention(world_size):
     assert_matches(pid, dims, world_size, ranks[0].flops, hbm, comm)
 
 
-def test_ulysses_attention_matches_single_device_attention():
+def test_ulysses_sequence_attention_matches_single_device_attention():
     # All ranks' outputs together equal plain multi-head attention over the whole sequence.
-    pid = "ulysses_attention_e2e"
+    pid = "ulysses_sequence_attention"
     dims = first_dims(pid)
     ranks = run_ranks(pid, dims, 4)
     hidden = torch.cat([r.inputs[0] for r in ranks], dim=1).double()
