@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 SITE = "ParallelKernelBench"
 # Named routes that are not HTML pages: actions (POST), the live partial, a text download.
-NOT_PAGES = {"logout", "revoke-token", "submission-status", "prompt"}
+NOT_PAGES = {"logout", "revoke-token", "register-model", "vouch", "submission-status", "prompt"}
 
 
 def named_routes(patterns=None, namespace="") -> set[str]:
