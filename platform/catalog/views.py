@@ -11,7 +11,7 @@ from pygments.lexers import PythonLexer
 
 from catalog import examples
 from catalog.prompt import build_prompt
-from catalog.rooflines import roofline_rows
+from catalog.rooflines import hardware_results, profile_rows
 from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.ranking import best_speedups, leaderboard, solved_counts
@@ -84,6 +84,7 @@ def _first_example(request: HttpRequest) -> dict | None:
 def problem(request: HttpRequest, slug: str) -> HttpResponse:
     prob = get_object_or_404(Problem, slug=slug)
     hardware = list(Hardware.objects.filter(active=True))
+    boards = [(hw, leaderboard(prob, hw, limit=LEADERBOARD_PREVIEW)) for hw in hardware]
     context = {
         "problem": prob,
         "hardware": hardware,
@@ -92,8 +93,11 @@ def problem(request: HttpRequest, slug: str) -> HttpResponse:
             for e in examples.for_problem(prob.slug)
         ],
         "reference_html": highlight(prob.reference_source, PythonLexer(), HtmlFormatter(cssclass="highlight")),
-        "rooflines": roofline_rows(prob, hardware),
-        "leaderboards": [(hw, leaderboard(prob, hw, limit=LEADERBOARD_PREVIEW)) for hw in hardware],
+        "profiles": profile_rows(prob),
+        "leaderboards": boards,
+        "results": hardware_results(
+            prob, hardware, {hw.pk: entries[0].evaluation if entries else None for hw, entries in boards}
+        ),
     }
     return render(request, "catalog/problem.html", context)
 

@@ -85,6 +85,12 @@ class Hardware(models.Model):
     def queue(self) -> str:
         return f"gpu.{self.slug}"
 
+    @property
+    def has_roofline(self) -> bool:
+        """Whether the GPU roofline describes this hardware: only where ranks run one per GPU. CPU
+        processes (and ranks sharing one GPU) run at speeds the GPU numbers say nothing about."""
+        return self.mode == Mode.GPU
+
     def roofline_profile(self) -> HardwareProfile:
         """The roofline's view of this hardware, with the numbers admins may have edited."""
         return HardwareProfile(key=self.profile, name=self.name, **{f: getattr(self, f) for f in self.PROFILE_FIELDS})

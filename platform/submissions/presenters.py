@@ -8,7 +8,7 @@ else sees its status. `public_result` is the API's view of the document under th
 
 from __future__ import annotations
 
-from evaluator.results import Stage, Status
+from evaluator.results import Mode, Stage, Status
 from pkb_site import charts
 from submissions.models import Evaluation, Problem
 
@@ -39,11 +39,13 @@ def _time(side: dict | None) -> float | None:
     return (side or {}).get("time_us")
 
 
-def shape_rows(doc: dict, problem: Problem) -> list[dict]:
+def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]:
+    """`roofline`: whether the GPU roofline applies to the evaluation (see `roofline_applies`); where
+    it does not, the document's T_roof (GPU numbers) is left out."""
     dims = {s["name"]: s["dims"] for s in problem.shapes}
     rows = []
     for shape in doc.get("shapes") or []:
-        roof = shape.get("roofline") or {}
+        roof = (shape.get("roofline") or {}) if roofline else {}
         rows.append(
             {
                 "name": shape["name"],
@@ -77,6 +79,12 @@ def _per_rank(shape: dict) -> list[dict]:
         }
         for r in range(max(len(sol), len(ref)))
     ]
+
+
+def roofline_applies(ev: Evaluation) -> bool:
+    """The GPU roofline describes an evaluation only where its ranks ran one per GPU: a CPU-mode run's
+    document still carries T_roof from the GPU numbers its hardware names, which say nothing about it."""
+    return ev.mode == Mode.GPU
 
 
 def speedup_chart(rows: list[dict]) -> dict | None:
@@ -172,7 +180,8 @@ def evaluation_view(
     doc = ev.result or {}
     queue = queue or {}
     correct = ev.status == Status.CORRECT
-    rows = shape_rows(doc, problem) if correct or details else []
+    roofline = roofline_applies(ev)
+    rows = shape_rows(doc, problem, roofline) if correct or details else []
     failure = None
     if details and ev.state == "done" and not correct and doc:
         failure = failure_view(doc, rows, (doc.get("settings") or {}).get("trials"))
@@ -197,6 +206,7 @@ def evaluation_view(
         "failure": failure,
         "infrastructure_reason": ev.reason if details and ev.state == "failed" else "",
         "timings_meaningful": doc.get("timings_meaningful", True),
+        "roofline": roofline,
         "shapes": rows,
         "speedup_chart": speedup_chart(rows) if correct else None,
         "speedup_chart_id": f"speedup-chart-{ev.pk}",

@@ -22,10 +22,10 @@ def test_problem_page_shows_reference_shapes_roofline_and_leaderboards(client, s
     assert response.status_code == 200
     assert 'class="highlight"' in body and "all_reduce" in body  # highlighted reference code
     assert "M=8192, N=8192" in body
-    rows = {row.hardware.slug: row for row in response.context["rooflines"]}
+    rows = {r.hardware.slug: r for r in response.context["results"]}
     assert rows["h200x4"].world_size == 4 and rows["cpu"].world_size == 2
     # allreduce is NVLink-bound at the default shape on H200: 2(W-1)/W * 2 MiB / 450 GB/s
-    default = next(c for c in rows["h200x4"].cells if c.shape == "default")
+    default = next(c for c in rows["h200x4"].shapes if c.name == "default")
     assert default.bound == "nvlink"
     assert default.t_roof_us == pytest.approx(2 * 3 / 4 * 1024 * 1024 * 2 / 450e9 * 1e6)
     boards = dict((hw.slug, entries) for hw, entries in response.context["leaderboards"])
@@ -36,8 +36,8 @@ def test_problem_page_shows_reference_shapes_roofline_and_leaderboards(client, s
 def test_roofline_uses_the_stored_hardware_numbers(client, synced, h200):
     h200.nvlink_gbps = 900
     h200.save()
-    rows = {row.hardware.slug: row for row in client.get("/problems/allreduce/").context["rooflines"]}
-    default = next(c for c in rows["h200x4"].cells if c.shape == "default")
+    rows = {r.hardware.slug: r for r in client.get("/problems/allreduce/").context["results"]}
+    default = next(c for c in rows["h200x4"].shapes if c.name == "default")
     assert default.t_roof_us == pytest.approx(2 * 3 / 4 * 1024 * 1024 * 2 / 900e9 * 1e6)
 
 
@@ -45,7 +45,8 @@ def test_problem_outside_the_suite_has_no_roofline(client, problem):
     problem.slug = "not-in-tasks"
     problem.save()
     response = client.get("/problems/not-in-tasks/")
-    assert response.status_code == 200 and response.context["rooflines"] == []
+    assert response.status_code == 200 and response.context["profiles"] == []
+    assert "No roofline model for this problem." in response.content.decode()
 
 
 def test_unknown_problem_is_404(client, db):
