@@ -31,17 +31,25 @@ def leaderboard(request: HttpRequest, slug: str, hardware: str) -> HttpResponse:
     return render(request, "leaderboards/leaderboard.html", context)
 
 
+def fast_p_curves(scores) -> dict:
+    """fast_p over p for each model, drawn where some curve changes (pkb_site.charts.threshold_curves)."""
+    return charts.threshold_curves(
+        metrics.P_GRID, {s.model: s.fast_p for s in scores}, "p", "fast_p", "p (speedup threshold)"
+    )
+
+
 def _model_panel(comparison, index: int) -> dict:
     scores = comparison.scores
     fail_labels = [s.model for s in scores]
     return {
         "comparison": comparison,
-        "fast_chart": charts.line(
-            list(metrics.P_GRID), {s.model: s.fast_p for s in scores}, "p (speedup threshold)", "fast_p", y_max=1
-        ),
-        "roof_chart": charts.line(
-            list(metrics.U_GRID), {s.model: s.roof_u for s in scores}, "u (fraction of the roofline)", "roof_u", y_max=1
-        ),
+        "fast_curves": fast_p_curves(scores),
+        # On hardware the GPU roofline does not describe, no result has a utilization: no curve.
+        "roof_curves": charts.threshold_curves(
+            metrics.U_GRID, {s.model: s.roof_u for s in scores}, "u", "roof_u", "u (fraction of the roofline)"
+        )
+        if comparison.hardware.has_roofline
+        else None,
         "failure_chart": charts.bar(
             fail_labels,
             {kind.value: [s.failures[kind] for s in scores] for kind in FailureKind},

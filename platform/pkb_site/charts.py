@@ -35,26 +35,63 @@ def _axes(x_title: str, y_title: str, y_log: bool = False, y_max: float | None =
     return {"x": x, "y": y}
 
 
+def _line_dataset(i: int, name: str, values: list) -> dict:
+    dataset = {
+        "label": name,
+        "data": values,
+        "borderColor": color(i),
+        "backgroundColor": color(i),
+        "tension": 0,
+        "pointRadius": 2,
+        # A missing value is a gap: no line is drawn through a point that was never measured.
+        "spanGaps": False,
+    }
+    if sum(v is not None for v in values) == 1:  # one point is a point, marked, not a line
+        dataset.update(showLine=False, pointRadius=5, pointHoverRadius=6)
+    return dataset
+
+
 def line(labels: list, series: dict[str, list], x_title: str, y_title: str, **axes) -> dict:
     return {
         "type": "line",
         "data": {
             "labels": labels,
-            "datasets": [
-                {
-                    "label": name,
-                    "data": values,
-                    "borderColor": color(i),
-                    "backgroundColor": color(i),
-                    "tension": 0,
-                    "pointRadius": 2,
-                    "spanGaps": True,
-                }
-                for i, (name, values) in enumerate(series.items())
-            ],
+            "datasets": [_line_dataset(i, name, values) for i, (name, values) in enumerate(series.items())],
         },
         "options": {"animation": False, "responsive": True, "scales": _axes(x_title, y_title, **axes)},
     }
+
+
+def changing_span(grid: list, series: dict[str, list]) -> tuple[int, int] | None:
+    """Indexes [lo, hi] of the grid around where some curve changes value, with one threshold of
+    margin on each side (every curve is flat outside it); None when no curve changes at all."""
+    changes = [i for i in range(1, len(grid)) if any(v[i] != v[i - 1] for v in series.values())]
+    if not changes:
+        return None
+    return max(0, changes[0] - 2), min(len(grid) - 1, changes[-1] + 1)
+
+
+def threshold_curves(grid, series: dict[str, list], x_name: str, y_name: str, x_title: str) -> dict:
+    """Curves over a grid of thresholds (fast_p over p, roof_u over u), drawn where they change.
+
+    Returns {"chart", "flat", "x", "y", "first", "last", "shown_first", "shown_last", "trimmed"}:
+    `chart` is a line chart over the part of the grid where some curve changes (None when none
+    does); `flat` lists (name, value) when every curve is flat, for a table instead of a chart of
+    horizontal lines."""
+    grid = list(grid)
+    span = changing_span(grid, series)
+    view = {"x": x_name, "y": y_name, "first": grid[0], "last": grid[-1], "chart": None, "flat": None}
+    if span is None:
+        view.update(flat=[(name, values[0] if values else None) for name, values in series.items()], trimmed=False)
+        return view
+    lo, hi = span
+    view.update(
+        chart=line(grid[lo : hi + 1], {k: v[lo : hi + 1] for k, v in series.items()}, x_title, y_name, y_max=1),
+        shown_first=grid[lo],
+        shown_last=grid[hi],
+        trimmed=(lo, hi) != (0, len(grid) - 1),
+    )
+    return view
 
 
 def bar(labels: list, series: dict[str, list], x_title: str, y_title: str, stacked: bool = False, **axes) -> dict:

@@ -15,11 +15,15 @@ def test_two_hardware_side_by_side(client, judged, user, problem, other_problem,
     assert left["comparison"].hardware == cpu and right["comparison"].hardware == h200
     assert [s.model for s in left["comparison"].scores] == ["gpt", "glm"]
     assert right["comparison"].scores[0].failures["runtime_error"] == 1
-    fast = left["fast_chart"]
-    assert fast["data"]["labels"][0] == 0 and fast["data"]["labels"][-1] == 3.0
+    fast = left["fast_curves"]["chart"]
+    # gpt's curve drops at p = 2 (its speedup), glm's is flat: drawn around p = 2 only
+    assert fast["data"]["labels"] == [1.8, 1.9, 2.0, 2.1]
     assert fast["data"]["datasets"][0]["data"][0] == pytest.approx(0.5)  # gpt: 1 of 2 problems correct
     body = response.content.decode()
-    assert body.count("<canvas") == 6
+    # cpu: fast_p and failures (roof_u does not apply there); h200x4: failures, and fast_p and roof_u
+    # flat at 0 (its one run crashed), so listed in tables rather than drawn as flat lines
+    assert body.count("<canvas") == 3 and body.count("data-flat") == 2 and "data-no-roofline" in body
+    assert right["fast_curves"]["flat"] == [("gpt", 0.0)]
     chart = json.loads(body.split('id="fast-chart-0" type="application/json">')[1].split("</script>")[0])
     assert chart["type"] == "line"
     assert "pass@1" in body and "fast_1@1" in body and "level 2" in body
