@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from django.db.models import Q
+from django.conf import settings
+from django.db.models import F, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -14,12 +15,15 @@ from catalog.prompt import build_prompt
 from catalog.rooflines import hardware_results, profile_rows
 from evaluator.results import Mode
 from leaderboards.cache import cached
-from leaderboards.ranking import best_speedups, leaderboard, solved_counts
+from leaderboards.comparisons import compare_models, fast_p_curves
+from leaderboards.ranking import best_speedups, current, leaderboard, solved_counts
 from pkb_site import params
 from submissions.models import Hardware, Problem
+from submissions.presenters import STATUS_TEXT
 from tasks.spec import LEVELS, PARALLELISM
 
 LEADERBOARD_PREVIEW = 10
+NEWEST = 8
 
 
 def _catalog_table(level: int | None, parallelism: str, query: str) -> str:
@@ -58,6 +62,9 @@ def catalog(request: HttpRequest) -> HttpResponse:
         return HttpResponse(table)
     context = {
         "table": table,
+        "problem_count": Problem.objects.filter(active=True).count(),
+        "headline": _headline(),
+        "newest": newest_results(),
         "first_example": _first_example(request),
         "levels": LEVELS,
         "parallelisms": PARALLELISM,
@@ -66,6 +73,44 @@ def catalog(request: HttpRequest) -> HttpResponse:
         "q": query,
     }
     return render(request, "catalog/catalog.html", context)
+
+
+def default_hardware() -> Hardware | None:
+    """The site's default hardware (PKB_DEFAULT_HARDWARE) where it is active, else the first active one."""
+    active = list(Hardware.objects.filter(active=True))
+    return next((hw for hw in active if hw.slug == settings.PKB_DEFAULT_HARDWARE), active[0] if active else None)
+
+
+def _headline() -> dict | None:
+    """The home page's chart: fast_p over p for every model on the default hardware."""
+    hw = default_hardware()
+    if hw is None:
+        return None
+    comparison = compare_models(hw)
+    return {
+        "hardware": hw,
+        "comparison": comparison,
+        "curves": fast_p_curves(comparison.scores) if comparison.scores else None,
+    }
+
+
+def newest_results(limit: int = NEWEST) -> list[dict]:
+    """The latest finished evaluations (current and not hidden), newest first: what they are and their
+    status, which is public (why one failed is not)."""
+
+    def compute() -> list[dict]:
+        rows = (
+            current()
+            .filter(hidden=False)
+            .order_by(F("finished_at").desc(nulls_last=True), "-pk")
+            .values(
+                "pk", "submission_id", "model_tag", "status", "speedup", "finished_at", "mode",
+                "problem__slug", "problem__title", "hardware__slug",
+            )[:limit]
+        )  # fmt: skip
+        return [{**r, "status_text": STATUS_TEXT.get(r["status"] or "", r["status"] or "")} for r in rows]
+
+    return cached("newest-results", (limit,), compute)
 
 
 def _first_example(request: HttpRequest) -> dict | None:

@@ -14,6 +14,7 @@ from evaluator.results import FailureKind, Status
 from leaderboards import metrics
 from leaderboards.cache import cached
 from leaderboards.ranking import current, vouched
+from pkb_site import charts
 from submissions.models import Evaluation, Hardware, ModelName, Problem
 
 CORRECT = Q(status=Status.CORRECT.value, hidden=False)
@@ -147,6 +148,13 @@ def _compare_models(hardware: Hardware, models, level: int | None, include_unver
             for model, rows in grouped.items()
         }
     return result
+
+
+def fast_p_curves(scores: list[ModelScores]) -> dict:
+    """fast_p over p for each model, drawn where some curve changes (pkb_site.charts.threshold_curves)."""
+    return charts.threshold_curves(
+        metrics.P_GRID, {s.model: s.fast_p for s in scores}, "p", "fast_p", "p (speedup threshold)"
+    )
 
 
 def model_tags(hardware: Hardware | None = None, include_unverified: bool = False) -> list[str]:

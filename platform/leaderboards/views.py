@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404, render
 from evaluator.results import FailureKind
 from leaderboards import metrics
 from leaderboards.cache import results_version
-from leaderboards.comparisons import compare_hardware, compare_models, model_tags
+from leaderboards.comparisons import compare_hardware, compare_models, fast_p_curves, model_tags
 from leaderboards.ranking import leaderboard as ranked
 from pkb_site import charts, params
 from submissions.models import Hardware, Problem
@@ -29,13 +29,6 @@ def leaderboard(request: HttpRequest, slug: str, hardware: str) -> HttpResponse:
         "all_hardware": Hardware.objects.filter(active=True),
     }
     return render(request, "leaderboards/leaderboard.html", context)
-
-
-def fast_p_curves(scores) -> dict:
-    """fast_p over p for each model, drawn where some curve changes (pkb_site.charts.threshold_curves)."""
-    return charts.threshold_curves(
-        metrics.P_GRID, {s.model: s.fast_p for s in scores}, "p", "fast_p", "p (speedup threshold)"
-    )
 
 
 def _model_panel(comparison, index: int) -> dict:

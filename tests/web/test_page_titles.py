@@ -37,7 +37,7 @@ def site(client, judged, user, problem, cpu, h200, admin_user):
     ev = judged(user, problem, cpu)
     CaseStudy.objects.create(title="Ring all-reduce", slug="ring", body="text", published=True)
     return {
-        "catalog": ("/", "Problems"),
+        "catalog": ("/", "Multi-GPU kernel problems and results"),
         "problem": ("/problems/allreduce/", "All-reduce"),
         "leaderboard": ("/problems/allreduce/leaderboard/cpu/", "All-reduce on cpu"),
         "compare-models": ("/compare/models/?hardware=cpu", "Model comparison"),
