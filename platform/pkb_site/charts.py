@@ -86,7 +86,9 @@ def threshold_curves(grid, series: dict[str, list], x_name: str, y_name: str, x_
         return view
     lo, hi = span
     view.update(
-        chart=line(grid[lo : hi + 1], {k: v[lo : hi + 1] for k, v in series.items()}, x_title, y_name, y_max=1),
+        # The y axis runs from 0 to just above the highest value (at most 1): a share of 1 in 90
+        # problems on an axis up to 1 is a line on the floor.
+        chart=line(grid[lo : hi + 1], {k: v[lo : hi + 1] for k, v in series.items()}, x_title, y_name),
         shown_first=grid[lo],
         shown_last=grid[hi],
         trimmed=(lo, hi) != (0, len(grid) - 1),

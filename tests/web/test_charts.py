@@ -22,6 +22,7 @@ def test_curves_are_drawn_where_they_change():
     view = charts.threshold_curves(grid, {"a": flat_then_drop, "b": [0.25] * 31}, "p", "fast_p", "p")
     assert view["chart"]["data"]["labels"] == [1.8, 1.9, 2.0, 2.1] and view["trimmed"]
     assert view["chart"]["data"]["datasets"][1]["data"] == [0.25] * 4
+    assert "max" not in view["chart"]["options"]["scales"]["y"]  # 0.5 at most: the axis is not stretched to 1
     view = charts.threshold_curves(grid, {"a": [0.5] * 31, "b": [0.0] * 31}, "p", "fast_p", "p")
     assert view["chart"] is None and view["flat"] == [("a", 0.5), ("b", 0.0)]
     changing_everywhere = [1 - p / 3 for p in grid]
