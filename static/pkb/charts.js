@@ -9,7 +9,15 @@
       var source = document.getElementById(canvas.dataset.chart);
       if (!source) return;
       canvas.dataset.drawn = "1";
-      new Chart(canvas, JSON.parse(source.textContent));
+      var config = JSON.parse(source.textContent);
+      if (window.matchMedia("(max-width: 600px)").matches) {
+        // A phone: taller than wide-screen charts, with compact legend boxes.
+        config.options = config.options || {};
+        config.options.aspectRatio = 1.2;
+        config.options.plugins = config.options.plugins || {};
+        config.options.plugins.legend = { labels: { boxWidth: 12 } };
+      }
+      new Chart(canvas, config);
     });
   }
   document.addEventListener("DOMContentLoaded", function () { draw(document); });
