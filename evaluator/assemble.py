@@ -88,13 +88,12 @@ def _status(ranks, outcome, shape_names: list[str] = ()) -> tuple[Status, str, i
     if failing:
         # A player that died comes first: its peers' errors (a collective that lost a member) are
         # consequences.
-        first = min(failing, key=lambda f: ("process ended without answering" not in f.get("reason", ""),
-                                            f.get("origin", f["rank"]) != f["rank"], f.get("origin", f["rank"])))
+        first = min(failing, key=lambda f: (f.get("gone") is None, f.get("origin", f["rank"]) != f["rank"],
+                                            f.get("origin", f["rank"])))
         origin = first.get("origin", first["rank"])
         reason = first.get("reason", "")
-        if "process ended without answering" in reason:
-            side = Side.REFERENCE if reason.startswith("the reference") else Side.SOLUTION
-            code = outcome.get("players", {}).get(side, {}).get(origin)
+        if first.get("gone") is not None:
+            code = outcome.get("players", {}).get(Side(first["gone"]), {}).get(origin)
             if code is not None:
                 how = exit_description(code)
                 reason += f"; it was {how}" if how.startswith("killed") else f"; it {how}"

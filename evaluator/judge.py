@@ -77,10 +77,13 @@ class Verdict(Exception):
     """Ends the evaluation on this rank with a status (raised on the rank that found it)."""
 
     def __init__(self, status: Status, reason: str, detail: str = "", origin: int | None = None,
-                 failure: dict | None = None):
+                 failure: dict | None = None, gone: str | None = None):
         super().__init__(reason)
         self.status, self.reason, self.detail, self.origin = status, reason, detail, origin
         self.failure = failure or {}  # where, on the rank that found it: results.Failure's fields
+        # The side whose player process ended without answering: the cause, not a consequence,
+        # of its peers' failures (the parent adds how the process ended).
+        self.gone = gone
 
 
 class HostError(Exception):
@@ -155,13 +158,15 @@ class Link:
         try:
             transport.send(self.sock, message, fds)
         except OSError:
-            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({message['op']})") from None
+            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({message['op']})",
+                          gone=self.side) from None
 
     def answer(self, op: str) -> dict:
         try:
             reply, _ = transport.recv(self.sock)
         except (EOFError, OSError):
-            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({op})") from None
+            raise Verdict(Status.RUNTIME_ERROR, f"{self.who}'s process ended without answering ({op})",
+                          gone=self.side) from None
         except transport.ProtocolError as exc:
             raise Verdict(Status.REJECTED, f"{self.who}'s process broke the evaluator's protocol: {exc}") from None
         if reply.get("ok") is True:
@@ -261,13 +266,14 @@ class Judge:
 
     def agree(self, failure: Verdict | None) -> None:
         """All ranks learn whether any rank failed; the lowest failing rank's verdict wins."""
-        mine = None if failure is None else (failure.status, failure.reason, failure.detail, failure.failure)
+        mine = None if failure is None else (failure.status, failure.reason, failure.detail, failure.failure,
+                                             failure.gone)
         gathered: list[Any] = [None] * self.world
         dist.all_gather_object(gathered, (self.rank, mine))
         for rank, verdict in gathered:
             if verdict is not None:
-                status, reason, detail, where = verdict
-                raise Verdict(status, reason, detail, origin=rank, failure=where)
+                status, reason, detail, where, gone = verdict
+                raise Verdict(status, reason, detail, origin=rank, failure=where, gone=gone)
 
     def guarded(self, fn, *args):
         """Runs a step; a failure other than wrong outputs is reported at once (the other ranks'
@@ -615,7 +621,8 @@ class Judge:
         else:
             origin = self.rank if verdict.origin is None else verdict.origin
             message.update(status=verdict.status, reason=verdict.reason, detail=verdict.detail[-8000:], origin=origin,
-                           failure={"call": None, "calls": None, "mismatch": None, **self.where, **verdict.failure})
+                           failure={"call": None, "calls": None, "mismatch": None, **self.where, **verdict.failure},
+                           gone=verdict.gone)
         if self.rank == 0:
             message["environment"] = self.environment()
         self.channel.send(message)

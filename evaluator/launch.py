@@ -298,7 +298,7 @@ def _player_exits(ranks: list[RankProcess], boxes: dict) -> dict[str, dict[int, 
     deadline = time.monotonic() + 2.0
     while True:
         exits = {side: box.exits() for side, box in boxes.items()}
-        waiting = [r for r in ranks if "ended without answering" in (r.final or {}).get("reason", "")
+        waiting = [r for r in ranks if (r.final or {}).get("gone") is not None
                    and all(exits[side].get(r.rank) is None for side in exits)]
         if not waiting or time.monotonic() >= deadline:
             return exits
