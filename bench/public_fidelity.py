@@ -27,11 +27,7 @@ from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
 from evaluator.launch import EvaluationRequest, evaluate  # noqa: E402
-
-
-def public_reference(root: Path, number: int) -> Path | None:
-    found = sorted(root.glob(f"reference/{number}_*.py"))
-    return found[0] if len(found) == 1 else None
+from evaluator.loading import pkb_reference_file  # noqa: E402
 
 
 def jobs(args) -> list[tuple[str, dict]]:
@@ -44,9 +40,12 @@ def jobs(args) -> list[tuple[str, dict]]:
         for problem in tasks.problems().values():
             if problem.pkb_id is None or args.world_size not in problem.world_sizes:
                 continue
-            path = public_reference(root, problem.pkb_id)
-            if path is None or (args.problems and str(problem.pkb_id) not in args.problems.split(",")):
+            if args.problems and str(problem.pkb_id) not in args.problems.split(","):
                 continue
+            try:
+                path = pkb_reference_file(root, problem.pkb_id)
+            except FileNotFoundError:
+                continue  # not in this checkout of the public suite
             out.append((f"{problem.pkb_id} {problem.id}", dict(problem=problem.id, solution_code=path.read_text(),
                                                              shapes=[args.shape or problem.shapes[0].name], **common)))
     else:
@@ -54,7 +53,7 @@ def jobs(args) -> list[tuple[str, dict]]:
         for number in numbers:
             if args.problems and str(number) not in args.problems.split(","):
                 continue
-            path = public_reference(root, number)
+            path = pkb_reference_file(root, number)
             out.append((path.stem, dict(problem=str(number), solution_code=path.read_text(), pkb_root=str(root),
                                         dims=args.dims, **common)))
     return out

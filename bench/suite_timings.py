@@ -29,6 +29,7 @@ from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
 from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, evaluate  # noqa: E402
+from evaluator.loading import pkb_reference_file  # noqa: E402
 
 
 def _jobs(args) -> list[tuple[str, str | None, str]]:
@@ -37,7 +38,7 @@ def _jobs(args) -> list[tuple[str, str | None, str]]:
         root = Path(args.pkb_root)
         jobs = []
         for number in args.problems.split(","):
-            (path,) = root.glob(f"reference/{int(number)}_*.py")
+            path = pkb_reference_file(root, int(number))
             jobs.append((number, None, path.read_text()))
         return jobs
     ids = args.problems.split(",") if args.problems else list(tasks.problems())

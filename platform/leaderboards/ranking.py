@@ -17,6 +17,7 @@ and exports go through these functions.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
@@ -106,7 +107,7 @@ def tie_ranks(evaluations: list[Evaluation]) -> list[tuple[int, bool]]:
         else:
             head = (low, high)
             ranks.append(position)
-    sizes = {rank: ranks.count(rank) for rank in ranks}
+    sizes = Counter(ranks)
     return [(rank, sizes[rank] > 1) for rank in ranks]
 
 
