@@ -38,7 +38,10 @@ from tasks.spec import InputContext, Tolerance
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
 # it reads back. On a GPU shared by every rank (shared-gpu), each rank gets a part.
 BATCH_MEMORY_BYTES = {Mode.CPU: 256 << 20, Mode.SHARED_GPU: 1 << 30, Mode.GPU: 4 << 30}
-MAX_BATCH = 50  # calls per timed batch
+MAX_BATCH = 200  # calls per timed batch
+BATCH_TARGET_S = 0.02  # a timed batch of the faster side lasts about this long, where it can
+BATCH_LIMIT_S = 0.25  # and one of the slower side at most this long
+WARMUP_BUDGET_S = 1.0  # warm-up ends after this long even if fewer than `warmup` calls ran
 MIN_TIMED_BATCHES = 10  # the timed calls are split into at least this many batches per side
 CANARY = 0xFF  # fills output slots before each batch: NaN in floats, -1 in integers
 OUTPUT_MARGIN = 1.25  # room over the reference's largest output seen, for data-dependent sizes
@@ -61,13 +64,13 @@ def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed:
     return tuple(made) if isinstance(made, (tuple, list)) else (made,)
 
 
-def fixed_cost_ns(rows: list[tuple[int, int, int, int]]) -> int:
-    """The protocol's fixed cost per batch on one rank: the faster side's median empty batch (a
-    player can slow its own empty batches, never speed them past the protocol's)."""
-    return min(sorted(column)[len(column) // 2] for column in ([r[2] for r in rows], [r[3] for r in rows]))
+def fixed_cost_ns(rows: list[tuple[int, int, int]]) -> int:
+    """The protocol's cost per batch on one rank: the median null batch."""
+    column = sorted(r[2] for r in rows)
+    return column[len(column) // 2]
 
 
-def per_call_us(rows: list[tuple[int, int, int, int]], calls: int) -> tuple[list[float], list[float]]:
+def per_call_us(rows: list[tuple[int, int, int]], calls: int) -> tuple[list[float], list[float]]:
     """One rank's (reference, solution) time per call in each pair, less the fixed cost."""
     fixed = fixed_cost_ns(rows)
     return ([max(0, r[0] - fixed) / calls / 1e3 for r in rows], [max(0, r[1] - fixed) / calls / 1e3 for r in rows])
@@ -223,7 +226,8 @@ class Judge:
         self.player_fds = fds
         self.links: dict[str, Link] = {}
         self.out_capacity = 0
-        self.scratch: torch.Tensor | None = None  # stands in for a player's output slots (run_empty)
+        self.null_shapes: Any = None  # the outputs the reference's player returns from null calls
+        self.staging: transport.Arena | None = None  # where a batch's inputs wait for the clock
         self.new_groups: list[list[int]] = []
         self.reported = False
         self.where: dict[str, Any] = {"shape": None, "step": "start"}  # what runs now, for a failure's report
@@ -334,78 +338,79 @@ class Judge:
             torch.cuda.synchronize(self.device)
 
     # -- running calls --------------------------------------------------------------------------
-    def write_inputs(self, link: Link, sets: list[tuple]) -> list[Any]:
+    def stage_inputs(self, link: Link, sets: list[tuple]) -> tuple[list[Any], int]:
+        """The batch's inputs laid out as they will lie in the player's arena, in the judge's own
+        staging memory: their descriptions and the bytes they take. The player may map its views
+        before the clock starts, but sees no input byte until the judge copies the staged bytes
+        over, in one copy."""
         try:
             sizes = [transport.input_bytes(s) for s in sets]
         except transport.Unsupported as exc:
             raise HostError(f"the problem's inputs cannot be sent to a player: {exc}") from None
         arena = link.ensure_arena("in", sum(sizes))
+        if self.staging is None or self.staging.nbytes < arena.nbytes:
+            self.staging = transport.Arena.private(arena.nbytes, self.device)
         trees, offset = [], 0
         try:
             for s in sets:
-                tree, offset = transport.encode_inputs(list(s), arena, offset, [])
+                tree, offset = transport.encode_inputs(list(s), self.staging, offset, [])
                 trees.append(tree)
         except transport.Unsupported as exc:
             raise HostError(f"the problem's inputs cannot be sent to a player: {exc}") from None
-        return trees
+        return trees, offset
 
-    def run_side(self, side: str, batch: Batch, timed: bool, checked: bool = True) -> None:
-        """One side's calls on the batch's inputs. Timed: from writing the inputs until the
-        judge's copies of every output are complete."""
+    def run_side(self, side: str, batch: Batch, timed: bool, checked: bool = True, null: bool = False) -> None:
+        """One side's calls on the batch's inputs. The player maps the inputs' places first; the
+        clock runs from copying the inputs in until the judge's snapshot of the output slots is
+        complete (one copy each way: the protocol's cost inside the window is two copies, two
+        messages and, per call, the player's copy of its outputs into their slot). The snapshot
+        is read and checked after the clock stops. A null batch (the reference's player, with
+        calls that return outputs of the right shapes at once) measures that cost: batch.ns["null"]."""
         link = self.links[side]
         k, cap = len(batch.sets), self.out_capacity
         two_phase = cap == 0
         if not two_phase:
             out = link.ensure_arena("out", k * cap)
             out.data[: k * cap].fill_(CANARY)
+        trees, used = self.stage_inputs(link, batch.sets)
+        arena_in = link.arenas["in"]
+        link.request({"op": "prepare", "null": null, "calls": [
+            {"args": tree, "slot": None if two_phase else [i * cap, cap]} for i, tree in enumerate(trees)]})
         self.sync()
         if timed:
             dist.barrier()
         t0 = time.perf_counter_ns()
-        trees = self.write_inputs(link, batch.sets)
+        arena_in.data[:used].copy_(self.staging.data[:used])
         self.sync()
-        calls = [{"args": tree, "slot": None if two_phase else [i * cap, cap]} for i, tree in enumerate(trees)]
-        reply = link.request({"op": "run", "calls": calls})
+        reply = link.request({"op": "run"})
         if two_phase:
             needed = [self._needed(side, r, batch) for r in self._outputs(reply, k)]
             cap = transport.aligned(max(needed, default=0)) or transport.ALIGN
             out = link.ensure_arena("out", k * cap)
             reply = link.request({"op": "deliver", "slots": [[i * cap, cap] for i in range(k)]})
-        read = [self.read_outputs(side, r, out, i * cap, cap, batch) for i, r in enumerate(self._outputs(reply, k))]
+        snapshot = transport.Arena(out.data[: k * cap].clone(), -1)
         self.sync()
-        batch.ns[side] = time.perf_counter_ns() - t0
+        ns = time.perf_counter_ns() - t0
+        read = [self.read_outputs(side, r, snapshot, i * cap, cap, batch) for i, r in enumerate(self._outputs(reply, k))]
+        if null:
+            batch.ns["null"] = ns
+            return
+        batch.ns[side] = ns
         batch.read[side] = read
         if checked:
-            arena_in = link.arenas["in"]
             batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
 
-    def run_empty(self, side: str, batch: Batch) -> int:
-        """The same batch with no calls: the fixed cost of the protocol (writing the inputs,
-        two messages, each output's copy into its slot and the judge's copy of it back), which the
-        timed batches subtract. The player's copies into the slots are made here by the judge,
-        the same bytes on the same device, so that no player can move them."""
-        link = self.links[side]
-        out = link.arenas["out"]
-        cap = self.out_capacity
-        spans = [checks.nbytes(o) for o in batch.read["reference"]]
-        scratch = self._scratch(max(spans, default=0))
-        self.sync()
-        dist.barrier()
-        t0 = time.perf_counter_ns()
-        self.write_inputs(link, batch.sets)
-        self.sync()
-        link.request({"op": "run", "calls": []})
-        for i, n in enumerate(spans):
-            scratch[:n].copy_(out.data[i * cap : i * cap + n])
-        copies = [out.data[i * cap : i * cap + n].clone() for i, n in enumerate(spans)]
-        self.sync()
-        del copies
-        return time.perf_counter_ns() - t0
-
-    def _scratch(self, nbytes: int) -> torch.Tensor:
-        if self.scratch is None or self.scratch.numel() < nbytes:
-            self.scratch = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-        return self.scratch
+    def run_null(self, batch: Batch) -> int:
+        """The batch again on the reference's player, with null calls: the protocol's cost
+        (writing the inputs, two messages, the loop, each output's copy into its slot and the
+        judge's read of it), which the timed batches subtract. The reference's player runs only
+        the judge's code and the reference, so no solution can move it."""
+        shapes = transport.output_shapes(batch.read[Side.REFERENCE][0])
+        if shapes != self.null_shapes:
+            self.links[Side.REFERENCE].request({"op": "null", "outputs": shapes})
+            self.null_shapes = shapes
+        self.run_side(Side.REFERENCE, batch, timed=True, checked=False, null=True)
+        return batch.ns["null"]
 
     def _outputs(self, reply: dict, k: int) -> list:
         outputs = reply.get("outputs")
@@ -439,7 +444,7 @@ class Judge:
             if side == "reference":
                 raise
             raise Verdict(Status.REJECTED, f"the solution's process described its outputs falsely: {exc}") from None
-        return checks.clone_tree(views)
+        return views  # of the judge's own snapshot
 
     def tolerance_for(self, output_index: int) -> Tolerance:
         return self.problem.tolerance_for(output_index, self.world)
@@ -520,28 +525,49 @@ class Judge:
         result["max_abs_error"] = worst
         return result
 
-    def warm_up(self, sets: list[tuple], batches: int) -> None:
+    def warm_up(self, sets: list[tuple], batches: int) -> tuple[float, float] | None:
         """Batches that are neither timed nor checked, on one draw of input sets (written afresh
-        each time): they only bring both sides up to speed. Timed calls never reuse an input."""
+        each time): they only bring both sides up to speed, for `warmup` calls per side or
+        WARMUP_BUDGET_S, whichever ends first (rank 0's clock decides, so all ranks stop after the
+        same batch). Timed calls never reuse an input. Returns the faster and the slower side's
+        seconds per call on this rank, fixed cost included, to size the timed batches (None
+        without warm-up)."""
+        if batches < 1:
+            return None
+        t0 = time.perf_counter()
+        fastest = {side: math.inf for side in SIDES}
         for b in range(batches):
             batch = Batch(sets)
             for side in SIDES if b % 2 == 0 else SIDES[::-1]:
                 self.guarded(self.run_side, side, batch, False, False)
+                fastest[side] = min(fastest[side], batch.ns[side] / 1e9 / len(sets))
+            elapsed = [time.perf_counter() - t0]
+            dist.broadcast_object_list(elapsed, src=0)
+            if elapsed[0] >= WARMUP_BUDGET_S:
+                break
+        return min(fastest.values()), max(fastest.values())
 
-    def batch_size(self, dims: dict, seed: dict) -> int:
-        """Calls per timed batch: enough to amortize the protocol's fixed cost, within memory."""
+    def batch_size(self, dims: dict, seed: dict, call_s: tuple[float, float] | None = None) -> int:
+        """Calls per batch: within memory, and for timing, enough that the faster side's batch
+        lasts BATCH_TARGET_S (the protocol's fixed cost, about a millisecond, then weighs a few
+        percent), but not so many that the slower side's lasts over BATCH_LIMIT_S. Before the
+        warm-up has measured the calls (`call_s` None): the requested calls in MIN_TIMED_BATCHES."""
         sample = self.inputs(dims, seed["seed"], seed["shared_seed"])
         per_call = 5 * transport.input_bytes(list(sample)) + 4 * self.out_capacity
         budget = BATCH_MEMORY_BYTES[self.mode] // (self.world if self.mode == Mode.SHARED_GPU else 1)
-        by_count = max(1, math.ceil(self.cfg["iters"] / MIN_TIMED_BATCHES))
+        if call_s is None:
+            by_time = math.ceil(self.cfg["iters"] / MIN_TIMED_BATCHES)
+        else:
+            fast, slow = call_s
+            by_time = min(math.ceil(BATCH_TARGET_S / fast), max(1, int(BATCH_LIMIT_S / slow)))
         sizes: list[Any] = [None] * self.world
-        dist.all_gather_object(sizes, max(1, min(MAX_BATCH, by_count, budget // max(1, per_call))))
+        dist.all_gather_object(sizes, max(1, min(MAX_BATCH, by_time, budget // max(1, per_call))))
         return min(sizes)  # every rank runs the same batches
 
     def time_shape(self, dims: dict, result: dict) -> float:
         """Warm-up batches, then timed pairs: one batch per side on the same fresh inputs, fully
-        checked, the sides alternating which goes first, each batch followed by an empty one that
-        measures the protocol's fixed cost. After the requested calls, pairs continue while the
+        checked, the sides alternating which goes first, each pair followed by a null batch that
+        measures the protocol's cost. After the requested calls, pairs continue while the
         speedup's interval is wider than its target and the shape's time budget lasts; every judge
         decides on the same gathered samples, so all ranks stop after the same pair."""
         seed = self.channel.next_seed("timing")
@@ -559,12 +585,14 @@ class Judge:
         worst = 0.0
         self.progress("timing", shape=result["name"])
         self.where = {"shape": result["name"], "step": "warm-up"}
-        with self.stages("warmup"):
-            self.warm_up(fresh_sets(k), math.ceil(self.cfg["warmup"] / k))
-        min_pairs = max(1, math.ceil(self.cfg["iters"] / k))
         budget_s = float(self.cfg.get("timing_budget_s") or 0.0)
-        # pairs[r] = (reference ns, solution ns, reference empty ns, solution empty ns) of rank r's judge
-        pairs: list[list[tuple[int, int, int, int]]] = [[] for _ in range(self.world)]
+        with self.stages("warmup"):
+            call_s = self.warm_up(fresh_sets(k), math.ceil(self.cfg["warmup"] / k))
+            if budget_s > 0:  # a fixed schedule keeps its requested calls in MIN_TIMED_BATCHES batches
+                k = self.batch_size(dims, seed, call_s)
+        min_pairs = max(timing_stats.MIN_PAIRS if budget_s > 0 else 1, math.ceil(self.cfg["iters"] / k))
+        # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge
+        pairs: list[list[tuple[int, int, int]]] = [[] for _ in range(self.world)]
         t0 = time.perf_counter()
         self.where = {"shape": result["name"], "step": "timing"}
         with self.stages("timing"):
@@ -573,8 +601,8 @@ class Judge:
                 order = SIDES if len(pairs[0]) % 2 == 0 else SIDES[::-1]
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
                 worst = max(worst, err)
-                empty = {side: self.guarded(self.run_empty, side, batch) for side in order}
-                mine = (batch.ns[Side.REFERENCE], batch.ns[Side.SOLUTION], empty[Side.REFERENCE], empty[Side.SOLUTION])
+                null = self.guarded(self.run_null, batch)
+                mine = (batch.ns[Side.REFERENCE], batch.ns[Side.SOLUTION], null)
                 gathered: list[Any] = [None] * self.world
                 # Rank 0's clock decides the budget, so that every rank reads the same elapsed time.
                 dist.all_gather_object(gathered, (mine, time.perf_counter() - t0))

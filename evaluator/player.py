@@ -33,6 +33,9 @@ class Player:
         self.arenas: dict[str, transport.Arena] = {}
         self.groups: dict[tuple, Any] = {}
         self.pending: list[Any] = []
+        self.prepared: list[tuple[Any, Any]] = []
+        self.null = None  # what a null call returns (op_null)
+        self.call_null = False
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -73,21 +76,37 @@ class Player:
                 self.groups[tuple(ranks)] = group
         return {}
 
-    def op_run(self, msg: dict, fds: list[int]) -> dict:
-        """Calls the function once per call, on the inputs the judge wrote; copies each call's
-        outputs into its slot, or keeps them for `deliver` when the call names no slot."""
+    def op_null(self, msg: dict, fds: list[int]) -> dict:
+        """Outputs for null calls: calls that return these at once instead of running the function,
+        so that the judge measures what the protocol costs around each call."""
+        self.null = transport.null_outputs(msg["outputs"], self.device)
+        return {}
+
+    def op_prepare(self, msg: dict, fds: list[int]) -> dict:
+        """Views of the next batch's inputs, made before the judge starts its clock and writes
+        them (the arena still holds older bytes), so that timed calls run back to back."""
+        self.call_null = bool(msg.get("null"))
         arena_in = self.arenas.get("in")
+        self.prepared = [(transport.decode_inputs(call["args"], arena_in, self.groups, self.device), call.get("slot"))
+                         for call in msg["calls"]]
+        return {}
+
+    def op_run(self, msg: dict, fds: list[int]) -> dict:
+        """Calls the function once per prepared call; copies each call's outputs into its slot
+        right after the call, or keeps them for `deliver` when the call names no slot."""
+        prepared, self.prepared = self.prepared, []
+        fn = (lambda *args: self.null) if self.call_null else self.fn
         replies = []
         self.pending = []
-        for call in msg["calls"]:
-            args = transport.decode_inputs(call["args"], arena_in, self.groups, self.device)
-            out = self.fn(*args)
-            if call.get("slot") is None:
+        for args, slot in prepared:
+            out = fn(*args)
+            if slot is None:
                 self.pending.append(out)
                 replies.append({"needed": transport.output_bytes(out)})
             else:
-                replies.append(self._pack(out, call["slot"]))
-            del args, out
+                replies.append(self._pack(out, slot))
+            del out
+        prepared = args = None
         self.sync()
         return {"outputs": replies}
 

@@ -152,7 +152,7 @@ class TimingRun:
 
     calls_per_batch: int
     pairs: int
-    fixed_us: float  # the protocol's cost per batch (an empty batch), subtracted from every batch
+    fixed_us: float  # the protocol's cost per batch (the median null batch), subtracted from every batch
     stop: TimingStop
     seconds: float  # wall time the timed pairs took
 

@@ -59,6 +59,8 @@ HANG_LIMIT_S = 20
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["sleep", "collective"])
 def test_a_hang_ends_in_a_timeout(adv, variant):
+    if variant == "collective" and adv.DEFAULT_WORLD < 2:
+        pytest.skip("a collective that no other rank joins needs two ranks; alone, it completes")
     doc = adv.judge("allreduce", "hang", variant=variant, timeout_s=HANG_LIMIT_S)
     assert doc["status"] in ("timeout", "runtime_error"), adv.summary(doc)
     adv.assert_document_bounded(doc, HANG_LIMIT_S + 15)
