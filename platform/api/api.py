@@ -30,10 +30,10 @@ from api.schemas import (
     SubmissionOut,
 )
 from catalog.prompt import build_prompt
+from common.middleware import too_big
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
-from pkb_site.middleware import too_big
 from submissions.models import Evaluation, Hardware, ModelName, Problem, Submission
 from submissions.presenters import number_runs, public_result
 from submissions.queueing import backlog, queue_position, workers

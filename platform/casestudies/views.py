@@ -4,7 +4,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from casestudies.render import render_markdown
-from pkb_site import charts
+from common import charts
 from submissions.models import CaseStudy
 
 

@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "axes",
+    "common",
     "accounts",
     "submissions",
     "catalog",
@@ -121,9 +122,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "pkb_site.middleware.ContentSecurityPolicyMiddleware",
+    "common.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "pkb_site.middleware.HostileInputMiddleware",
+    "common.middleware.HostileInputMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -163,7 +164,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "pkb_site.context_processors.site",
+                "common.context_processors.site",
             ],
         },
     },

@@ -8,8 +8,8 @@ else sees its status. `public_result` is the API's view of the document under th
 
 from __future__ import annotations
 
+from common import charts
 from evaluator.results import Mode, Stage, Status
-from pkb_site import charts
 from submissions.models import Evaluation, Problem
 
 PROGRESS = (Stage.QUEUED, Stage.BUILDING, Stage.CHECKING, Stage.TIMING, Stage.DONE)
