@@ -29,12 +29,13 @@ from api.schemas import (
     SubmissionIn,
     SubmissionOut,
 )
+from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
 from common.middleware import too_big
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
-from submissions.models import Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.models import Evaluation, ModelName, Submission
 from submissions.presenters import number_runs, public_result
 from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NameTaken, NewSubmission, RateLimited, create_submission, register_model_name

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import tasks
+from catalog.models import Hardware, Problem, world_size_for
 from evaluator.roofline import HardwareProfile, profiles, roofline
-from submissions.models import Evaluation, Hardware, Problem
-from submissions.services import world_size_for
+from submissions.models import Evaluation
 
 
 @dataclass(frozen=True)

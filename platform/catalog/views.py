@@ -11,6 +11,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from catalog import examples
+from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
 from catalog.rooflines import hardware_results, profile_rows
 from common import params
@@ -18,7 +19,6 @@ from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.comparisons import compare_models, fast_p_curves
 from leaderboards.ranking import best_speedups, current, leaderboard, solved_counts
-from submissions.models import Hardware, Problem
 from submissions.presenters import STATUS_TEXT
 from tasks.spec import LEVELS, PARALLELISM
 

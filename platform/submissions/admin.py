@@ -9,10 +9,11 @@ from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef
 from django.shortcuts import render
 
+from catalog.models import Hardware, Problem
 from evaluator.roofline import profile as hardware_profile
 from evaluator.roofline import profiles
 from leaderboards.ranking import eligible, leading_submission_ids
-from submissions.models import CaseStudy, Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.models import CaseStudy, Evaluation, ModelName, Submission
 from submissions.services import queue_evaluations, reject
 
 

@@ -4,7 +4,9 @@ from django import forms
 from django.conf import settings
 from django.core.validators import RegexValidator
 
-from submissions.models import BACKENDS, Hardware, Problem, choices
+from catalog.models import Hardware, Problem
+from common.choices import choices
+from submissions.models import BACKENDS
 from submissions.validation import InvalidCode, validate_code
 
 MODEL_TAG = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$", "letters, digits and . _ : / + @ - only")

@@ -8,9 +8,10 @@ else sees its status. `public_result` is the API's view of the document under th
 
 from __future__ import annotations
 
+from catalog.models import Problem
 from common import charts
 from evaluator.results import Mode, Stage, Status
-from submissions.models import Evaluation, Problem
+from submissions.models import Evaluation
 
 PROGRESS = (Stage.QUEUED, Stage.BUILDING, Stage.CHECKING, Stage.TIMING, Stage.DONE)
 STATUS_TEXT = {

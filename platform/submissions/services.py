@@ -12,8 +12,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.names import neutralize
+from catalog.models import Hardware, Problem, world_size_for
 from evaluator.results import Stage
-from submissions.models import BACKENDS, Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.models import BACKENDS, Evaluation, ModelName, Submission
 from submissions.queueing import enqueue_on_commit
 from submissions.validation import validate_code
 
@@ -51,15 +52,6 @@ def check_rate_limit(user) -> None:
     if len(recent) >= limit:
         retry = int((recent[-1] + timedelta(hours=1) - timezone.now()).total_seconds())
         raise RateLimited(limit, max(retry, 1))
-
-
-def world_size_for(problem: Problem, hardware: Hardware) -> int:
-    """All of the hardware's GPUs, unless the problem does not run at that size: then its largest that fits."""
-    sizes = sorted(problem.world_sizes or [hardware.gpu_count])
-    fitting = [w for w in sizes if w <= hardware.gpu_count]
-    if hardware.gpu_count in sizes or not fitting:
-        return hardware.gpu_count
-    return fitting[-1]
 
 
 def create_submission(owner, new: NewSubmission) -> Submission:

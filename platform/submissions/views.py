@@ -8,10 +8,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from catalog import examples
+from catalog.models import Hardware
 from leaderboards.comparisons import submission_outputs
 from leaderboards.ranking import is_vouched
 from submissions.forms import SubmissionForm
-from submissions.models import Evaluation, Hardware, Submission
+from submissions.models import Evaluation, Submission
 from submissions.presenters import evaluation_view, number_runs
 from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NewSubmission, RateLimited, create_submission

@@ -150,7 +150,7 @@ def make_result():
 
 @pytest.fixture
 def problem(db):
-    from submissions.models import Problem
+    from catalog.models import Problem
 
     shapes = [
         {"name": "small", "dims": {"M": 64, "N": 1024}, "default": False},
@@ -174,7 +174,7 @@ def problem(db):
 
 @pytest.fixture
 def other_problem(db):
-    from submissions.models import Problem
+    from catalog.models import Problem
 
     shapes = [
         {"name": n, "dims": {"M": m}, "default": n == "default"}
@@ -196,8 +196,8 @@ def other_problem(db):
 
 @pytest.fixture
 def cpu(db):
-    from submissions.models import Hardware
-    from submissions.sync import ensure_cpu_hardware
+    from catalog.models import Hardware
+    from catalog.sync import ensure_cpu_hardware
 
     ensure_cpu_hardware()  # a migration creates it, but transactional tests flush the tables
     return Hardware.objects.get(slug="cpu")
@@ -205,7 +205,7 @@ def cpu(db):
 
 @pytest.fixture
 def h200(db):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     hw = hardware_from_profile("h200x4", "h200", 4)
     hw.save()

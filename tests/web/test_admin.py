@@ -1,6 +1,7 @@
 import pytest
 
-from submissions.models import Evaluation, Hardware
+from catalog.models import Hardware
+from submissions.models import Evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +19,9 @@ def run_action(admin_client, action, ids, **form):
 
 def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu):
     judged(user, problem, cpu)
-    for path in ("problem", "hardware", "submission", "evaluation", "casestudy"):
-        assert admin_client.get(f"/admin/submissions/{path}/").status_code == 200, path
+    for path in ("catalog/problem", "catalog/hardware", "submissions/submission", "submissions/evaluation"):
+        assert admin_client.get(f"/admin/{path}/").status_code == 200, path
+    assert admin_client.get("/admin/submissions/casestudy/").status_code == 200
     assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
     assert admin_client.get("/admin/dispatch/workerpresence/").status_code == 200
 
@@ -67,7 +69,7 @@ def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user
     top = judged(user, problem, cpu, speedups=(3, 3, 3))
     judged(other_user, problem, cpu, speedups=(2, 2, 2))
     response = admin_client.post(
-        "/admin/submissions/hardware/add/",
+        "/admin/catalog/hardware/add/",
         {
             "slug": "b200x8",
             "name": "8x B200",
@@ -87,7 +89,7 @@ def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user
 
 def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
     top = judged(user, problem, cpu)
-    admin_client.post("/admin/submissions/hardware/", {"action": "queue_leaders", "_selected_action": [str(h200.pk)]})
+    admin_client.post("/admin/catalog/hardware/", {"action": "queue_leaders", "_selected_action": [str(h200.pk)]})
     assert list(Evaluation.objects.filter(hardware=h200).values_list("submission_id", flat=True)) == [top.submission_id]
 
 

@@ -7,13 +7,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def synced(db):
-    from submissions.sync import sync_problems
+    from catalog.sync import sync_problems
 
     sync_problems()
 
 
 def test_problem_page_shows_reference_shapes_roofline_and_leaderboards(client, synced, judged, user, cpu, h200):
-    from submissions.models import Problem
+    from catalog.models import Problem
 
     problem = Problem.objects.get(slug="allreduce")
     judged(user, problem, cpu, speedups=(2, 2, 2))

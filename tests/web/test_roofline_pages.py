@@ -16,8 +16,8 @@ def ring_us(world_size: int, nvlink_gbps: float) -> float:
 
 @pytest.fixture
 def allreduce(db):
-    from submissions.models import Problem
-    from submissions.sync import sync_problems
+    from catalog.models import Problem
+    from catalog.sync import sync_problems
 
     sync_problems()
     return Problem.objects.get(slug="allreduce")

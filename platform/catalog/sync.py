@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 import tasks
+from catalog.models import Hardware, Problem
 from evaluator import roofline
 from evaluator.results import Mode
-from submissions.models import Hardware, Problem
 
 CPU_HARDWARE = {"slug": "cpu", "name": "CPU (gloo, 2 processes)", "profile": "h100", "gpu_count": 2, "mode": Mode.CPU.value}
 
