@@ -32,12 +32,13 @@ from api.schemas import (
 from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
 from common.middleware import too_big
+from dispatch.positions import backlog, queue_position
+from dispatch.presence import serving
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
 from submissions.models import Evaluation, ModelName, Submission
 from submissions.presenters import number_runs, public_result
-from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NameTaken, NewSubmission, RateLimited, create_submission, register_model_name
 from submissions.validation import InvalidCode
 
@@ -96,11 +97,10 @@ def _evaluation_summary(ev: Evaluation, details: bool) -> dict:
         "finished_at",
     )
     data = {f: getattr(ev, f) for f in fields}
-    serving = workers(ev.hardware) if ev.state == "queued" else None
     data.update(
         hardware=ev.hardware.slug,
         queue_position=queue_position(ev),
-        workers=None if serving is None else [w.name for w in serving],
+        workers=[w.name for w in serving(ev.hardware)] if ev.state == "queued" else None,
         run=getattr(ev, "run", None) or _run_number(ev),
     )
     if not details:
@@ -170,7 +170,7 @@ def list_hardware(request):
         {
             **{f: getattr(hw, f) for f in HardwareOut.model_fields if f not in ("queued", "workers")},
             "queued": backlog(hw),
-            "workers": [w.name for w in workers(hw) or []],
+            "workers": [w.name for w in serving(hw)],
         }
         for hw in Hardware.objects.filter(active=True)
     ]

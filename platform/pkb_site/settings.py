@@ -110,14 +110,16 @@ INSTALLED_APPS = [
     "django_htmx",
     "ninja",
     "axes",
+    # The platform's apps in layer order (tests/web/test_app_direction.py): each imports only apps listed before it.
     "common",
-    "accounts",
-    "submissions",
     "catalog",
+    "submissions",
+    "accounts",
     "leaderboards",
     "casestudies",
-    "api",
     "dispatch",
+    "pages",
+    "api",
 ]
 
 MIDDLEWARE = [

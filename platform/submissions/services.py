@@ -11,11 +11,11 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.names import neutralize
 from catalog.models import Hardware, Problem, world_size_for
+from common.text import neutralize
 from evaluator.results import Stage
 from submissions.models import BACKENDS, Evaluation, ModelName, Submission
-from submissions.queueing import enqueue_on_commit
+from submissions.signals import evaluations_queued
 from submissions.validation import validate_code
 
 
@@ -52,6 +52,19 @@ def check_rate_limit(user) -> None:
     if len(recent) >= limit:
         retry = int((recent[-1] + timedelta(hours=1) - timezone.now()).total_seconds())
         raise RateLimited(limit, max(retry, 1))
+
+
+def enqueue_on_commit(evaluation_ids: list[int]) -> None:
+    """Announce the evaluations once the transaction that created their rows has committed."""
+    ids = list(evaluation_ids)
+
+    def announce() -> None:
+        if not evaluations_queued.send(sender=Evaluation, evaluation_ids=ids):
+            # The rows stay queued, but nothing would ever publish them.
+            raise RuntimeError("nothing publishes queued evaluations: the dispatch app is not installed")
+
+    if ids:
+        transaction.on_commit(announce)
 
 
 def create_submission(owner, new: NewSubmission) -> Submission:

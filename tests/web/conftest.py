@@ -22,11 +22,15 @@ def _on_postgresql(request):
 
 
 class Broker:
-    """Stands in for dispatch.enqueue's broker: marks the row published (a fresh token, as the
-    dispatch app does) and remembers what was sent."""
+    """Stands in for the dispatch app's receiver of `evaluations_queued`: marks each row published
+    (a fresh token, as the dispatch app does) and remembers what was sent."""
 
     def __init__(self):
         self.sent: list[int] = []
+
+    def receive(self, sender, evaluation_ids, **kwargs) -> None:
+        for evaluation_id in evaluation_ids:
+            self.enqueue(evaluation_id)
 
     def enqueue(self, evaluation_id: int) -> None:
         from submissions.models import Evaluation
@@ -38,12 +42,17 @@ class Broker:
 
 
 @pytest.fixture(autouse=True)
-def broker(monkeypatch):
-    import dispatch
+def broker():
+    from dispatch.apps import PUBLISH_QUEUED
+    from dispatch.publish import publish_queued
+    from submissions.signals import evaluations_queued
 
     fake = Broker()
-    monkeypatch.setattr(dispatch, "enqueue", fake.enqueue)
-    return fake
+    evaluations_queued.disconnect(dispatch_uid=PUBLISH_QUEUED)
+    evaluations_queued.connect(fake.receive, dispatch_uid="test-broker")
+    yield fake
+    evaluations_queued.disconnect(dispatch_uid="test-broker")
+    evaluations_queued.connect(publish_queued, dispatch_uid=PUBLISH_QUEUED)
 
 
 class Worker:

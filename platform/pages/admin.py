@@ -1,5 +1,6 @@
-"""Django admin for everything, with the platform's actions: re-evaluate on a chosen hardware,
-reject with a reason, queue each problem's leaders on new hardware."""
+"""The admin of problems, hardware, submissions, evaluations and model names, with the platform's
+actions: re-evaluate on a chosen hardware, reject with a reason, queue each problem's leaders on
+new hardware. Those actions need the ranking and the submission services, hence its place here."""
 
 from __future__ import annotations
 

@@ -1,3 +1,5 @@
+"""The catalog (the home page), each problem's page and its task prompt."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -13,12 +15,13 @@ from pygments.lexers import PythonLexer
 from catalog import examples
 from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
-from catalog.rooflines import hardware_results, profile_rows
+from catalog.rooflines import profile_rows
 from common import params
 from evaluator.results import Mode
 from leaderboards.cache import cached
 from leaderboards.comparisons import compare_models, fast_p_curves
 from leaderboards.ranking import best_speedups, current, leaderboard, solved_counts
+from pages.hardware_results import hardware_results
 from submissions.presenters import STATUS_TEXT
 from tasks.spec import LEVELS, PARALLELISM
 

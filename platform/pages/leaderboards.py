@@ -1,3 +1,5 @@
+"""A problem's full leaderboard on one hardware, and the model and hardware comparisons."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
