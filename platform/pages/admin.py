@@ -14,7 +14,7 @@ from catalog.models import Hardware, Problem
 from evaluator.roofline import profile as hardware_profile
 from evaluator.roofline import profiles
 from leaderboards.ranking import eligible, leading_submission_ids
-from submissions.models import CaseStudy, Evaluation, ModelName, Submission
+from submissions.models import Evaluation, ModelName, Submission
 from submissions.services import queue_evaluations, reject
 
 
@@ -194,28 +194,6 @@ class EvaluationAdmin(admin.ModelAdmin):
     def unhide(self, request, queryset):
         count = queryset.update(hidden=False, rejected_reason="")
         self.message_user(request, f"Restored {count} evaluations.", messages.SUCCESS)
-
-
-@admin.register(CaseStudy)
-class CaseStudyAdmin(admin.ModelAdmin):
-    list_display = ("title", "slug", "author", "published", "updated_at")
-    list_filter = ("published",)
-    prepopulated_fields = {"slug": ("title",)}
-    raw_id_fields = ("evaluations",)
-    search_fields = ("title", "body")
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change, **kwargs)
-        # The model allows no author (kept when its account is deleted); left empty here, it is
-        # whoever saves the study (save_model).
-        form.base_fields["author"].required = False
-        form.base_fields["author"].help_text = "empty: you"
-        return form
-
-    def save_model(self, request, obj, form, change):
-        if obj.author_id is None:
-            obj.author = request.user
-        super().save_model(request, obj, form, change)
 
 
 @admin.register(ModelName)

@@ -165,24 +165,3 @@ class ResultsVersion(models.Model):
 
     def __str__(self) -> str:
         return f"results version {self.version}"
-
-
-class CaseStudy(models.Model):
-    title = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=200, unique=True)
-    body = models.TextField(help_text="Markdown; HTML is sanitized")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    published = models.BooleanField(default=False)
-    evaluations = models.ManyToManyField(Evaluation, blank=True, related_name="case_studies")
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ("-created_at",)
-        verbose_name_plural = "case studies"
-
-    def __str__(self) -> str:
-        return self.title
-
-    def get_absolute_url(self) -> str:
-        return reverse("case-study", args=[self.slug])

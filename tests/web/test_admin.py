@@ -21,7 +21,7 @@ def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu)
     judged(user, problem, cpu)
     for path in ("catalog/problem", "catalog/hardware", "submissions/submission", "submissions/evaluation"):
         assert admin_client.get(f"/admin/{path}/").status_code == 200, path
-    assert admin_client.get("/admin/submissions/casestudy/").status_code == 200
+    assert admin_client.get("/admin/casestudies/casestudy/").status_code == 200
     assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
     assert admin_client.get("/admin/dispatch/workerpresence/").status_code == 200
 
@@ -99,13 +99,13 @@ def test_non_staff_cannot_use_the_admin(client, user):
 
 
 def test_add_a_case_study_without_choosing_an_author(admin_client, admin_user, judged, user, problem, cpu):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     ev = judged(user, problem, cpu)
-    form = admin_client.get("/admin/submissions/casestudy/add/")
+    form = admin_client.get("/admin/casestudies/casestudy/add/")
     assert form.status_code == 200
     response = admin_client.post(
-        "/admin/submissions/casestudy/add/",
+        "/admin/casestudies/casestudy/add/",
         {
             "title": "A ring all-reduce",
             "slug": "ring",

@@ -69,7 +69,7 @@ def test_problem_page_lists_the_roofline_of_every_hardware_profile(client, allre
 def test_a_cpu_run_shows_no_gpu_roofline_on_its_page_or_leaderboard(
     client, allreduce, cpu, h200, submit, worker, make_result, user
 ):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     both = submit(user, allreduce, [cpu, h200])
     for ev in both.evaluations.all():
