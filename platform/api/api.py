@@ -166,14 +166,18 @@ def get_prompt(request, slug: Slug, hardware: Slug):
 
 @api.get("/hardware", response=list[HardwareOut], tags=["catalog"])
 def list_hardware(request):
-    return [
-        {
-            **{f: getattr(hw, f) for f in HardwareOut.model_fields if f not in ("queued", "workers")},
-            "queued": backlog(hw),
-            "workers": [w.name for w in serving(hw)],
-        }
-        for hw in Hardware.objects.filter(active=True)
-    ]
+    rows = []
+    for hw in Hardware.objects.filter(active=True):
+        gpu = hw.roofline_profile()
+        rows.append(
+            {
+                **{f: getattr(hw, f) for f in ("slug", "name", "profile", "gpu_count", "mode")},
+                **{f: getattr(gpu, f) for f in ("nvls", "bf16_tc", "fp32", "hbm_tbps", "nvlink_gbps")},
+                "queued": backlog(hw),
+                "workers": [w.name for w in serving(hw)],
+            }
+        )
+    return rows
 
 
 @api.post(

@@ -44,6 +44,8 @@ class ProblemDetail(ProblemOut):
 
 
 class HardwareOut(Schema):
+    """The GPU's numbers (nvls to nvlink_gbps) are its profile's in evaluator/hardware.toml."""
+
     slug: str
     name: str
     profile: str

@@ -1,4 +1,5 @@
-"""The catalog: the problems (synced from `tasks/`) and the hardware evaluations run on.
+"""The catalog: the problems (synced from `tasks/`) and the hardware evaluations run on, whose GPU
+numbers come from evaluator/hardware.toml.
 
 Their tables keep the names they had under the submissions app (submissions_problem,
 submissions_hardware): the move was a change of Django's state only (migrations catalog 0001 and
@@ -11,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from common.choices import choices
+from evaluator import roofline
 from evaluator.results import Mode
 from evaluator.roofline import HardwareProfile
 
@@ -47,25 +49,25 @@ class Problem(models.Model):
         return [s["name"] for s in self.shapes]
 
 
+def profile_choices() -> list[tuple[str, str]]:
+    return [(key, f"{key}: {p.name}") for key, p in roofline.profiles().items()]
+
+
 class Hardware(models.Model):
+    """Where evaluations run: a set of GPUs (or CPU processes) and its queue. The GPU's numbers are
+    not stored here: `roofline_profile()` reads them from evaluator/hardware.toml."""
+
     slug = models.SlugField(max_length=50, unique=True, help_text='e.g. "h200x4"; the queue is gpu.<slug>')
     name = models.CharField(max_length=200)
-    profile = models.CharField(max_length=50, help_text="evaluator/hardware.toml key the numbers came from")
+    profile = models.CharField(
+        max_length=50,
+        choices=profile_choices,
+        help_text="its GPU: a profile of evaluator/hardware.toml, which holds the GPU's numbers",
+    )
     gpu_count = models.PositiveSmallIntegerField()
-    bf16_tc = models.FloatField("bf16 tensor cores, TFLOP/s")
-    fp16_tc = models.FloatField("fp16 tensor cores, TFLOP/s")
-    fp8_tc = models.FloatField("fp8 tensor cores, TFLOP/s")
-    tf32_tc = models.FloatField("tf32 tensor cores, TFLOP/s")
-    fp32 = models.FloatField("fp32 CUDA cores, TFLOP/s")
-    hbm_tbps = models.FloatField("HBM, TB/s")
-    nvlink_gbps = models.FloatField("NVLink per GPU one direction, GB/s")
-    l2_mb = models.FloatField("L2, MB")
-    nvls = models.BooleanField("NVLink multicast (NVLS) available", default=False)
     mode = models.CharField(max_length=12, choices=choices(Mode), default=Mode.GPU.value)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
-
-    PROFILE_FIELDS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32", "hbm_tbps", "nvlink_gbps", "l2_mb", "nvls")
 
     class Meta:
         db_table = "submissions_hardware"
@@ -86,17 +88,19 @@ class Hardware(models.Model):
         return self.mode == Mode.GPU
 
     def roofline_profile(self) -> HardwareProfile:
-        """The roofline's view of this hardware, with the numbers admins may have edited."""
-        return HardwareProfile(key=self.profile, name=self.name, **{f: getattr(self, f) for f in self.PROFILE_FIELDS})
+        """Its GPU's numbers (peak TFLOP/s, HBM and NVLink bandwidth, L2, NVLS): its profile in
+        evaluator/hardware.toml, the one source the evaluator's rooflines read too."""
+        return roofline.profile(self.profile)
 
     def topology(self) -> str:
-        nvls = "available" if self.nvls else "NOT available (multimem instructions and multicast pointers fail)"
+        gpu = self.roofline_profile()
+        nvls = "available" if gpu.nvls else "NOT available (multimem instructions and multicast pointers fail)"
         if self.mode == Mode.CPU:
             return f"{self.gpu_count} CPU processes, gloo process group, no GPU; {self.name} numbers for the roofline."
         return (
             f"{self.gpu_count}x {self.name} in one node, all-to-all NVLink through NVSwitch, "
-            f"{self.nvlink_gbps:g} GB/s per GPU per direction; HBM {self.hbm_tbps:g} TB/s and "
-            f"{self.l2_mb:g} MB L2 per GPU; bf16 tensor cores {self.bf16_tc:g} TFLOP/s, fp32 {self.fp32:g} TFLOP/s. "
+            f"{gpu.nvlink_gbps:g} GB/s per GPU per direction; HBM {gpu.hbm_tbps:g} TB/s and "
+            f"{gpu.l2_mb:g} MB L2 per GPU; bf16 tensor cores {gpu.bf16_tc:g} TFLOP/s, fp32 {gpu.fp32:g} TFLOP/s. "
             f"NVLink multicast (NVLS): {nvls}."
         )
 

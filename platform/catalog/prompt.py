@@ -30,7 +30,7 @@ def rules(problem: Problem, hardware: Hardware) -> list[str]:
         "run: speedup = reference time / your time, each the slowest rank's mean; the headline figure is the "
         "geometric mean over the shapes.",
     ]
-    if not hardware.nvls:
+    if not hardware.roofline_profile().nvls:
         items.append(
             "NVLink multicast (NVLS) is not available: do not use `multimem` instructions, "
             "`multicast_ptr` or symmetric-memory operations that need multicast."

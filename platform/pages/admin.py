@@ -11,7 +11,6 @@ from django.db.models import Exists, OuterRef
 from django.shortcuts import render
 
 from catalog.models import Hardware, Problem
-from evaluator.roofline import profile as hardware_profile
 from evaluator.roofline import profiles
 from leaderboards.ranking import eligible, leading_submission_ids
 from submissions.models import Evaluation, ModelName, Submission
@@ -59,39 +58,39 @@ class ProblemAdmin(admin.ModelAdmin):
     search_fields = ("slug", "title", "description")
 
 
-class HardwareForm(forms.ModelForm):
-    """Numbers left empty are copied from the chosen profile."""
-
-    profile = forms.ChoiceField(choices=[])
-
-    class Meta:
-        model = Hardware
-        fields = "__all__"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["profile"].choices = [(k, f"{k}: {p.name}") for k, p in profiles().items()]
-        for name in Hardware.PROFILE_FIELDS:
-            if name != "nvls":
-                self.fields[name].required = False
-                self.fields[name].help_text = "empty: the profile's number"
-
-    def clean(self):
-        data = super().clean()
-        if data.get("profile"):
-            p = hardware_profile(data["profile"])
-            for name in Hardware.PROFILE_FIELDS:
-                if name != "nvls" and data.get(name) is None:
-                    data[name] = getattr(p, name)
-        return data
-
-
 @admin.register(Hardware)
 class HardwareAdmin(admin.ModelAdmin):
-    form = HardwareForm
     list_display = ("slug", "name", "profile", "gpu_count", "mode", "nvls", "active", "queue")
     list_filter = ("mode", "active")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "profile", "gpu_count", "mode", "active", "created_at")}),
+        (
+            "GPU numbers",
+            {
+                "fields": ("gpu_numbers",),
+                "description": "The profile's, from evaluator/hardware.toml: the evaluator's rooflines read "
+                "that file too, so the numbers are changed there, not here.",
+            },
+        ),
+    )
+    readonly_fields = ("gpu_numbers",)
     actions = ["queue_leaders"]
+
+    @admin.display(boolean=True, description="NVLS")
+    def nvls(self, hardware: Hardware) -> bool:
+        return hardware.roofline_profile().nvls
+
+    @admin.display(description="numbers")
+    def gpu_numbers(self, hardware: Hardware) -> str:
+        if hardware.profile not in profiles():  # a hardware being added
+            return "those of the profile chosen above"
+        gpu = hardware.roofline_profile()
+        return (
+            f"{gpu.name}: tensor cores bf16 {gpu.bf16_tc:g}, fp16 {gpu.fp16_tc:g}, fp8 {gpu.fp8_tc:g}, "
+            f"tf32 {gpu.tf32_tc:g} TFLOP/s; fp32 {gpu.fp32:g} TFLOP/s; HBM {gpu.hbm_tbps:g} TB/s; "
+            f"NVLink {gpu.nvlink_gbps:g} GB/s per GPU one direction; L2 {gpu.l2_mb:g} MB; "
+            f"NVLink multicast (NVLS) {'available' if gpu.nvls else 'not available'}"
+        )
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)

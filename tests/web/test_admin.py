@@ -1,6 +1,7 @@
 import pytest
 
 from catalog.models import Hardware
+from evaluator.roofline import profiles
 from submissions.models import Evaluation
 
 pytestmark = pytest.mark.django_db
@@ -83,8 +84,17 @@ def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     hw = Hardware.objects.get(slug="b200x8")
-    assert hw.nvlink_gbps == 900 and hw.hbm_tbps == 8.0  # copied from the profile
+    assert hw.roofline_profile().nvlink_gbps == 900 and hw.roofline_profile().hbm_tbps == 8.0
     assert list(Evaluation.objects.filter(hardware=hw).values_list("submission_id", flat=True)) == [top.submission_id]
+
+
+def test_hardware_numbers_are_read_only_from_the_toml(admin_client, h200):
+    form = admin_client.get("/admin/catalog/hardware/add/").content.decode()
+    assert all(f'<option value="{key}">' in form for key in profiles())
+    assert 'name="nvlink_gbps"' not in form and "evaluator/hardware.toml" in form
+    page = admin_client.get(f"/admin/catalog/hardware/{h200.pk}/change/").content.decode()
+    assert "HBM 4.8 TB/s" in page and "NVLink 450 GB/s" in page and "NVLS) not available" in page
+    assert 'name="hbm_tbps"' not in page
 
 
 def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
