@@ -87,6 +87,10 @@ class Hardware(models.Model):
         processes (and ranks sharing one GPU) run at speeds the GPU numbers say nothing about."""
         return self.mode == Mode.GPU
 
+    @property
+    def on_cpu(self) -> bool:
+        return self.mode == Mode.CPU
+
     def roofline_profile(self) -> HardwareProfile:
         """Its GPU's numbers (peak TFLOP/s, HBM and NVLink bandwidth, L2, NVLS): its profile in
         evaluator/hardware.toml, the one source the evaluator's rooflines read too."""
@@ -95,7 +99,7 @@ class Hardware(models.Model):
     def topology(self) -> str:
         gpu = self.roofline_profile()
         nvls = "available" if gpu.nvls else "NOT available (multimem instructions and multicast pointers fail)"
-        if self.mode == Mode.CPU:
+        if self.on_cpu:
             return f"{self.gpu_count} CPU processes, gloo process group, no GPU; {self.name} numbers for the roofline."
         return (
             f"{self.gpu_count}x {self.name} in one node, all-to-all NVLink through NVSwitch, "

@@ -155,6 +155,17 @@ class Evaluation(models.Model):
     def finished(self) -> bool:
         return self.state in FINISHED_STATES
 
+    @property
+    def has_roofline(self) -> bool:
+        """The GPU roofline describes an evaluation only where its ranks ran one per GPU: a CPU-mode
+        run's document still carries T_roof from the GPU numbers its hardware names, which say
+        nothing about it."""
+        return self.mode == Mode.GPU
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.mode == Mode.CPU
+
 
 class ResultsVersion(models.Model):
     """One row whose number database triggers (migration 0003) raise on every change to what the
