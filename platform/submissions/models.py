@@ -16,6 +16,8 @@ from common.choices import choices
 from evaluator.results import Mode, Stage, Status
 
 BACKENDS = ("cuda", "triton", "pytorch")
+# Who wrote a submission: "human", "gpt-5.5"; the form, the API and model-name registration check it.
+MODEL_TAG = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$"
 STATES = ("queued", "running", "done", "failed")
 FINISHED_STATES = ("done", "failed")
 

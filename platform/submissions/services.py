@@ -14,7 +14,7 @@ from django.utils import timezone
 from catalog.models import Hardware, Problem, world_size_for
 from common.text import neutralize
 from evaluator.results import Stage
-from submissions.models import BACKENDS, Evaluation, ModelName, Submission
+from submissions.models import BACKENDS, MODEL_TAG, Evaluation, ModelName, Submission
 from submissions.signals import evaluations_queued
 from submissions.validation import validate_code
 
@@ -133,9 +133,6 @@ def reject(submission_ids, reason: str) -> int:
     return Evaluation.objects.filter(submission_id__in=list(submission_ids)).update(hidden=True, rejected_reason=reason)
 
 
-MODEL_TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}")
-
-
 class NameTaken(ValueError):
     """A model name someone else registered (case aside)."""
 
@@ -144,7 +141,7 @@ def register_model_name(owner, name: str) -> ModelName:
     """`owner` registers the model tag `name`: from then on, comparisons count the runs under it that
     `owner` vouches for (its own, and those of the accounts it names). First come, first served;
     admins can hand a name over. Raises ValueError (a bad tag) or NameTaken."""
-    if not MODEL_TAG_PATTERN.fullmatch(name):
+    if not re.fullmatch(MODEL_TAG, name):
         raise ValueError("a model name is 1 to 100 letters, digits and . _ : / + @ -, starting with a letter or digit")
     try:
         with transaction.atomic():
