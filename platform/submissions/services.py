@@ -54,7 +54,7 @@ def check_rate_limit(user) -> None:
         raise RateLimited(limit, max(retry, 1))
 
 
-def enqueue_on_commit(evaluation_ids: list[int]) -> None:
+def announce_on_commit(evaluation_ids: list[int]) -> None:
     """Announce the evaluations once the transaction that created their rows has committed."""
     ids = list(evaluation_ids)
 
@@ -124,7 +124,7 @@ def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_
             if (s.pk, hw.pk) not in active
         ]
         created = Evaluation.objects.bulk_create(rows)
-        enqueue_on_commit([e.pk for e in created])
+        announce_on_commit([e.pk for e in created])
     return created
 
 
