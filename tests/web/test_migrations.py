@@ -27,7 +27,8 @@ def empty_database(request, db, tmp_path):
     if request.param == "postgresql":
         config = {**default, "OPTIONS": {**default["OPTIONS"], "options": f"-c search_path={SCHEMA}"}}
     else:
-        config = {**default, "ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "db.sqlite3"), "OPTIONS": {}}
+        sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "db.sqlite3"), "OPTIONS": {}}
+        config = {**default, **sqlite}
     connection = load_backend(config["ENGINE"]).DatabaseWrapper(config, ALIAS)
     setattr(connections._connections, ALIAS, connection)  # so that .using(ALIAS) finds it
     if request.param == "postgresql":
@@ -56,40 +57,42 @@ def test_rows_from_before_the_moves_survive_them(empty_database, capsys):
     executor.migrate(BEFORE)
     old = executor.loader.project_state(BEFORE).apps
 
-    user = old.get_model("auth", "User").objects.using(db).create(username="alice")
-    problem = old.get_model("submissions", "Problem").objects.using(db).create(
+    def rows(label: str, apps=old):
+        return apps.get_model(label).objects.using(db)
+
+    user = rows("auth.User").create(username="alice")
+    problem = rows("submissions.Problem").create(
         slug="allreduce", title="All-reduce", level=1, parallelism="collective"
     )
     numbers = {f: getattr(profile("h200"), f) for f in NUMBERS} | {"nvlink_gbps": 900.0}  # edited in the admin
-    hw = old.get_model("submissions", "Hardware").objects.using(db).create(
+    hw = rows("submissions.Hardware").create(
         slug="h200x4", name="4x H200", profile="h200", gpu_count=4, mode="gpu", **numbers
     )
-    sub = old.get_model("submissions", "Submission").objects.using(db).create(
+    sub = rows("submissions.Submission").create(
         problem=problem, owner=user, model_tag="human", backend="cuda", code="def solution(): ...", sha256="0" * 64
     )
-    ev = old.get_model("submissions", "Evaluation").objects.using(db).create(
+    ev = rows("submissions.Evaluation").create(
         submission=sub, hardware=hw, problem=problem, model_tag="human", world_size=4, mode="gpu",
         state="done", stage="done", status="correct", speedup=2.0,
     )  # fmt: skip
-    study = old.get_model("submissions", "CaseStudy").objects.using(db).create(
+    study = rows("submissions.CaseStudy").create(
         title="A ring", slug="ring", body="# Ring", author=user, published=True
     )
     study.evaluations.add(ev)
-    types = old.get_model("contenttypes", "ContentType").objects.using(db)
     for model in ("problem", "hardware", "casestudy", "evaluation"):
-        types.create(app_label="submissions", model=model)
+        rows("contenttypes.ContentType").create(app_label="submissions", model=model)
 
     executor = MigrationExecutor(empty_database)
     latest = executor.loader.graph.leaf_nodes()
     executor.migrate(latest)
     new = executor.loader.project_state(latest).apps
 
-    study = new.get_model("casestudies", "CaseStudy").objects.using(db).get(slug="ring")
+    study = rows("casestudies.CaseStudy", new).get(slug="ring")
     assert (study.title, study.author_id, study.published) == ("A ring", user.pk, True)
     assert list(study.evaluations.values_list("pk", flat=True)) == [ev.pk]
-    moved = new.get_model("submissions", "Evaluation").objects.using(db).get(pk=ev.pk)
+    moved = rows("submissions.Evaluation", new).get(pk=ev.pk)
     assert (moved.hardware_id, moved.problem_id, moved.submission_id) == (hw.pk, problem.pk, sub.pk)
-    assert new.get_model("catalog", "Problem").objects.using(db).get(pk=problem.pk).slug == "allreduce"
+    assert rows("catalog.Problem", new).get(pk=problem.pk).slug == "allreduce"
 
     hardware = Hardware.objects.using(db).get(pk=hw.pk)
     assert (hardware.slug, hardware.profile, hardware.gpu_count) == ("h200x4", "h200", 4)
@@ -99,7 +102,7 @@ def test_rows_from_before_the_moves_survive_them(empty_database, capsys):
         columns = {c.name for c in empty_database.introspection.get_table_description(cursor, "submissions_hardware")}
     assert not columns & set(NUMBERS)
 
-    labels = set(new.get_model("contenttypes", "ContentType").objects.using(db).values_list("app_label", "model"))
+    labels = set(rows("contenttypes.ContentType", new).values_list("app_label", "model"))
     assert {("catalog", "problem"), ("catalog", "hardware"), ("casestudies", "casestudy")} <= labels
     assert {("submissions", "evaluation")} == {t for t in labels if t[0] == "submissions"}
 
