@@ -68,9 +68,10 @@ def seed(rng: random.Random) -> dict:
     from django.db import connection
     from django.utils import timezone
 
+    from catalog.models import Hardware, Problem
+    from catalog.sync import hardware_from_profile, sync_problems
     from evaluator.results import SCHEMA, FailureKind, Status
-    from submissions.models import Evaluation, Hardware, Problem, Submission
-    from submissions.sync import hardware_from_profile, sync_problems
+    from submissions.models import Evaluation, Submission
 
     call_command("migrate", verbosity=0)
     sync_problems()
@@ -298,7 +299,8 @@ def main() -> None:
         recreate_database(args.database_url)
     t0 = time.perf_counter()
     if args.keep:
-        from submissions.models import Evaluation, Problem
+        from catalog.models import Problem
+        from submissions.models import Evaluation
 
         facts = {
             "evaluations": Evaluation.objects.count(),

@@ -1,5 +1,5 @@
-"""Names people see (usernames, run labels) that must not pass for others: no bidirectional or
-invisible formatting characters, and no username that looks like an existing one.
+"""Usernames that must not pass for others: no bidirectional or invisible formatting characters
+(common.text), and none that looks like an existing one.
 
 Two names look alike when their skeletons are equal: each character, after NFKC normalization (and
 case folding), replaced by one representative of its class of homoglyphs (the Unicode confusables
@@ -13,19 +13,7 @@ from functools import cache, lru_cache
 from confusable_homoglyphs import confusables
 from confusable_homoglyphs.utils import load
 
-# Explicit directional formatting (LRE, RLE, PDF, LRO, RLO, LRI, RLI, FSI, PDI) and marks (LRM, RLM, ALM).
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
-
-
-def invisible(ch: str) -> bool:
-    """Formatting and control characters: bidi overrides, zero-width joiners and spaces, ..."""
-    return ch in BIDI_CONTROLS or unicodedata.category(ch) in ("Cf", "Cc", "Co", "Cs", "Cn")
-
-
-def neutralize(text: str) -> str:
-    """`text` without invisible and bidirectional formatting characters (a run label shown on a page
-    must read as it is stored: "txt.exe" must not show as "exe.txt")."""
-    return "".join(ch for ch in text if not invisible(ch))
+from common.text import invisible
 
 
 @cache

@@ -29,14 +29,16 @@ from api.schemas import (
     SubmissionIn,
     SubmissionOut,
 )
+from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
+from common.middleware import too_big
+from dispatch.positions import backlog, queue_position
+from dispatch.presence import serving
 from leaderboards import metrics
 from leaderboards.comparisons import OutputAgreement, compare_hardware, compare_models, submission_outputs
 from leaderboards.ranking import leaderboard
-from pkb_site.middleware import too_big
-from submissions.models import Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.models import Evaluation, ModelName, Submission
 from submissions.presenters import number_runs, public_result
-from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NameTaken, NewSubmission, RateLimited, create_submission, register_model_name
 from submissions.validation import InvalidCode
 
@@ -95,11 +97,10 @@ def _evaluation_summary(ev: Evaluation, details: bool) -> dict:
         "finished_at",
     )
     data = {f: getattr(ev, f) for f in fields}
-    serving = workers(ev.hardware) if ev.state == "queued" else None
     data.update(
         hardware=ev.hardware.slug,
         queue_position=queue_position(ev),
-        workers=None if serving is None else [w.name for w in serving],
+        workers=[w.name for w in serving(ev.hardware)] if ev.state == "queued" else None,
         run=getattr(ev, "run", None) or _run_number(ev),
     )
     if not details:
@@ -165,14 +166,18 @@ def get_prompt(request, slug: Slug, hardware: Slug):
 
 @api.get("/hardware", response=list[HardwareOut], tags=["catalog"])
 def list_hardware(request):
-    return [
-        {
-            **{f: getattr(hw, f) for f in HardwareOut.model_fields if f not in ("queued", "workers")},
-            "queued": backlog(hw),
-            "workers": [w.name for w in workers(hw) or []],
-        }
-        for hw in Hardware.objects.filter(active=True)
-    ]
+    rows = []
+    for hw in Hardware.objects.filter(active=True):
+        gpu = hw.roofline_profile()
+        rows.append(
+            {
+                **{f: getattr(hw, f) for f in ("slug", "name", "profile", "gpu_count", "mode")},
+                **{f: getattr(gpu, f) for f in ("nvls", "bf16_tc", "fp32", "hbm_tbps", "nvlink_gbps")},
+                "queued": backlog(hw),
+                "workers": [w.name for w in serving(hw)],
+            }
+        )
+    return rows
 
 
 @api.post(

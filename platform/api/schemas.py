@@ -7,9 +7,10 @@ from ninja import Field, Schema
 from pydantic import StringConstraints
 
 from evaluator.results import Mode, Stage, Status
+from submissions.models import BACKENDS, MODEL_TAG
 
 SLUG = r"^[-a-zA-Z0-9_]{1,100}$"
-MODEL_TAG = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$"
+BACKEND = f"^({'|'.join(BACKENDS)})$"
 LABEL = r"^[^\x00-\x1f\x7f]{0,100}$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG)]
 
@@ -44,6 +45,8 @@ class ProblemDetail(ProblemOut):
 
 
 class HardwareOut(Schema):
+    """The GPU's numbers (nvls to nvlink_gbps) are its profile's in evaluator/hardware.toml."""
+
     slug: str
     name: str
     profile: str
@@ -61,7 +64,7 @@ class HardwareOut(Schema):
 class SubmissionIn(Schema):
     problem: str = Field(..., pattern=SLUG, description="problem slug, e.g. allreduce")
     model_tag: str = Field("human", pattern=MODEL_TAG)
-    backend: str = Field("cuda", pattern=r"^(cuda|triton|pytorch)$")
+    backend: str = Field("cuda", pattern=BACKEND)
     code: str = Field(..., description="the Python file; must define a top-level `solution`")
     hardware: list[Slug] | None = Field(
         None, min_length=1, max_length=16, description="default: the site's default hardware"

@@ -3,9 +3,9 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from casestudies.models import CaseStudy
 from casestudies.render import render_markdown
-from pkb_site import charts
-from submissions.models import CaseStudy
+from common import charts
 
 
 def _visible(request: HttpRequest):

@@ -3,3 +3,4 @@ from django.apps import AppConfig
 
 class CatalogConfig(AppConfig):
     name = "catalog"
+    verbose_name = "Problems and hardware"

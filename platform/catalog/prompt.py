@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from submissions.models import Hardware, Problem
-from submissions.services import world_size_for
+from catalog.models import Hardware, Problem, world_size_for
 
 # The worked example lives in the repository's examples (it imports torch; the web side only reads it).
 EXAMPLE = (Path(__file__).resolve().parents[2] / "examples" / "prompt_vector_add.py").read_text().split('"""', 2)[2].strip()
@@ -31,7 +30,7 @@ def rules(problem: Problem, hardware: Hardware) -> list[str]:
         "run: speedup = reference time / your time, each the slowest rank's mean; the headline figure is the "
         "geometric mean over the shapes.",
     ]
-    if not hardware.nvls:
+    if not hardware.roofline_profile().nvls:
         items.append(
             "NVLink multicast (NVLS) is not available: do not use `multimem` instructions, "
             "`multicast_ptr` or symmetric-memory operations that need multicast."

@@ -57,8 +57,8 @@ def local_hardware(gpu_names: list[str]) -> LocalHardware:
 
 def ensure_hardware(hw: LocalHardware) -> bool:
     """Create the local hardware row unless it exists. Returns True if created."""
-    from submissions.models import Hardware
-    from submissions.sync import hardware_from_profile
+    from catalog.models import Hardware
+    from catalog.sync import hardware_from_profile
 
     if Hardware.objects.filter(slug=hw.slug).exists():
         return False

@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import uuid
 
+from celery import current_app
 from django.conf import settings
 from django.db.models import Case, F, PositiveIntegerField, When
 from django.utils import timezone
 
 from evaluator.results import Stage
 from evaluator.worker import EVALUATE_TASK, declare_queue
-from pkb_site.celery import app
 from submissions.models import Evaluation
 
 log = logging.getLogger("pkb.dispatch")
@@ -63,7 +63,7 @@ def _load(evaluation_id: int) -> Evaluation:
 
 def publish(evaluation: Evaluation, countdown: float = 0) -> None:
     """Send the evaluation's task to gpu.<hardware>. Raises if the broker cannot take it."""
-    app.send_task(
+    current_app.send_task(
         EVALUATE_TASK,
         args=[payload(evaluation)],
         queue=declare_queue(evaluation.hardware.queue),
@@ -102,6 +102,12 @@ def enqueue(evaluation_id: int) -> bool:
     return publish_or_release(evaluation_id, token)
 
 
+def publish_queued(sender, evaluation_ids, **kwargs) -> None:
+    """Receives the submissions app's `evaluations_queued`: publish each evaluation, once."""
+    for evaluation_id in evaluation_ids:
+        enqueue(evaluation_id)
+
+
 def unclaimed_attempt() -> Case:
     """A row's attempts after a message that proves its delivery started (a result, a failure
     report): one more if the row is still queued, since its claim was overtaken (web workers racing)
@@ -133,8 +139,3 @@ def requeue(evaluation_id: int, old_token: uuid.UUID, reason: str, countdown: fl
     log.warning("evaluation %s: requeued (%s)", evaluation_id, reason)
     publish_or_release(evaluation_id, token, countdown)
     return True
-
-
-def republish(evaluation_id: int, token: uuid.UUID) -> bool:
-    """Publish again under the same token: for a delivery that never started."""
-    return publish_or_release(evaluation_id, token)

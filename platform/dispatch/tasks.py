@@ -4,12 +4,12 @@ is unreachable, so neither a redelivery nor a database restart loses or doubles 
 
 from __future__ import annotations
 
+from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from dispatch import presence, reaper, transitions
 from evaluator import worker as names
-from pkb_site.celery import app
 
 DATABASE_DOWN = {
     "autoretry_for": (OperationalError, InterfaceError),
@@ -21,27 +21,27 @@ DATABASE_DOWN = {
 }
 
 
-@app.task(name=names.RECORD_STAGE, **DATABASE_DOWN)
+@shared_task(name=names.RECORD_STAGE, **DATABASE_DOWN)
 def record_stage(evaluation_id: int, token: str, stage: str, worker: str = "") -> bool:
     return transitions.record_stage(evaluation_id, token, stage, worker)
 
 
-@app.task(name=names.HEARTBEAT, **DATABASE_DOWN)
+@shared_task(name=names.HEARTBEAT, **DATABASE_DOWN)
 def heartbeat(evaluation_id: int, token: str, worker: str = "") -> bool:
     return transitions.heartbeat(evaluation_id, token)
 
 
-@app.task(name=names.STORE_RESULT, **DATABASE_DOWN)
+@shared_task(name=names.STORE_RESULT, **DATABASE_DOWN)
 def store_result(evaluation_id: int, token: str, document: dict) -> bool:
     return transitions.store_result(evaluation_id, token, document)
 
 
-@app.task(name=names.REPORT_FAILURE, **DATABASE_DOWN)
+@shared_task(name=names.REPORT_FAILURE, **DATABASE_DOWN)
 def report_failure(evaluation_id: int, token: str, reason: str, retry: bool = True) -> str:
     return transitions.report_failure(evaluation_id, token, reason, retry)
 
 
-@app.task(name=names.REDELIVERED, **DATABASE_DOWN)
+@shared_task(name=names.REDELIVERED, **DATABASE_DOWN)
 def redelivered(evaluation_id: int, token: str, worker: str = "") -> str:
     outcome = transitions.redelivered(evaluation_id, token, worker)
     if outcome == "watching":
@@ -50,16 +50,16 @@ def redelivered(evaluation_id: int, token: str, worker: str = "") -> str:
     return outcome
 
 
-@app.task(name="dispatch.tasks.check_lease", **DATABASE_DOWN)
+@shared_task(name="dispatch.tasks.check_lease", **DATABASE_DOWN)
 def check_lease(evaluation_id: int, token: str) -> str:
     return transitions.check_lease(evaluation_id, token)
 
 
-@app.task(name="dispatch.tasks.reap", **DATABASE_DOWN)
+@shared_task(name="dispatch.tasks.reap", **DATABASE_DOWN)
 def reap() -> dict:
     return dict(reaper.reap())
 
 
-@app.task(name=names.WORKER_ALIVE, **DATABASE_DOWN)
+@shared_task(name=names.WORKER_ALIVE, **DATABASE_DOWN)
 def worker_alive(worker: str, hardware: str, online: bool = True, interval_s: float = 30.0) -> None:
     presence.record(worker, hardware, bool(online), float(interval_s))

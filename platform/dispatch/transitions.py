@@ -202,7 +202,8 @@ def redelivered(evaluation_id: int, token: Any, worker: str = "") -> str:
     if evaluation is None:
         return "unchanged"
     if evaluation.state == "queued":
-        return "republished" if publish.republish(evaluation_id, evaluation.dispatch_token) else "unchanged"
+        # Under the same token: the delivery never started, so nothing of it can come back.
+        return "republished" if publish.publish_or_release(evaluation_id, evaluation.dispatch_token) else "unchanged"
     if lease_expired(evaluation):
         return recover(
             evaluation, f"worker {evaluation.worker or '?'} lost (no heartbeat for {settings.PKB_LEASE_S:g} s)"

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.db.models import Count, Q
 
+from catalog.models import Hardware, Problem
+from common import charts
 from evaluator.results import FailureKind, Status
 from leaderboards import metrics
 from leaderboards.cache import cached
 from leaderboards.ranking import current, vouched
-from pkb_site import charts
-from submissions.models import Evaluation, Hardware, ModelName, Problem
+from submissions.models import Evaluation, ModelName
 
 CORRECT = Q(status=Status.CORRECT.value, hidden=False)
 # An admin-rejected result counts as a rejection, whatever the evaluator said.

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
+from catalog.models import Hardware, Problem
 from evaluator.results import Status
 from leaderboards.cache import cached
-from submissions.models import Evaluation, Hardware, ModelName, Problem
+from submissions.models import Evaluation, ModelName
 
 
 def current(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:

@@ -11,9 +11,7 @@ admin.site.site_title = f"{settings.SITE_NAME} admin"
 admin.site.index_title = "Problems, hardware, submissions and case studies"
 
 urlpatterns = [
-    path("", include("catalog.urls")),
-    path("", include("submissions.urls")),
-    path("", include("leaderboards.urls")),
+    path("", include("pages.urls")),
     path("case-studies/", include("casestudies.urls")),
     path("accounts/", include("accounts.urls")),
     path("admin/", admin.site.urls),

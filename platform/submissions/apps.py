@@ -3,4 +3,4 @@ from django.apps import AppConfig
 
 class SubmissionsConfig(AppConfig):
     name = "submissions"
-    verbose_name = "Problems, hardware, submissions and evaluations"
+    verbose_name = "Submissions and evaluations"

@@ -4,10 +4,12 @@ from django import forms
 from django.conf import settings
 from django.core.validators import RegexValidator
 
-from submissions.models import BACKENDS, Hardware, Problem, choices
+from catalog.models import Hardware, Problem
+from common.choices import choices
+from submissions.models import BACKENDS, MODEL_TAG
 from submissions.validation import InvalidCode, validate_code
 
-MODEL_TAG = RegexValidator(r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$", "letters, digits and . _ : / + @ - only")
+MODEL_TAG_VALIDATOR = RegexValidator(MODEL_TAG, "letters, digits and . _ : / + @ - only")
 
 
 class SubmissionForm(forms.Form):
@@ -15,7 +17,7 @@ class SubmissionForm(forms.Form):
     model_tag = forms.CharField(
         max_length=100,
         initial="human",
-        validators=[MODEL_TAG],
+        validators=[MODEL_TAG_VALIDATOR],
         help_text='who wrote the code: "human" or a model name such as "gpt-5.5". Model comparisons count a run '
         "when the name's owner vouches for it (register your names on the account page)",
     )

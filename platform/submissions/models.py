@@ -1,5 +1,5 @@
-"""The platform's data: problems (synced from `tasks/`), hardware, submissions, their evaluations
-(one per hardware and run, holding the evaluator's result document verbatim) and case studies."""
+"""Submissions, their evaluations (one per hardware and run, holding the evaluator's result
+document verbatim), model names and the results version."""
 
 from __future__ import annotations
 
@@ -11,100 +11,15 @@ from django.db.models.functions import Lower
 from django.urls import reverse
 from django.utils import timezone
 
+from catalog.models import Hardware, Problem
+from common.choices import choices
 from evaluator.results import Mode, Stage, Status
-from evaluator.roofline import HardwareProfile
 
 BACKENDS = ("cuda", "triton", "pytorch")
+# Who wrote a submission: "human", "gpt-5.5"; the form, the API and model-name registration check it.
+MODEL_TAG = r"^[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}$"
 STATES = ("queued", "running", "done", "failed")
 FINISHED_STATES = ("done", "failed")
-
-
-def choices(values) -> list[tuple[str, str]]:
-    return [(str(v), str(v)) for v in values]
-
-
-class Problem(models.Model):
-    slug = models.SlugField(max_length=100, unique=True, help_text="the tasks/ folder name")
-    pkb_id = models.PositiveIntegerField(null=True, blank=True, unique=True, help_text="ParallelKernelBench number")
-    title = models.CharField(max_length=200)
-    level = models.PositiveSmallIntegerField(db_index=True)
-    parallelism = models.CharField(max_length=20, db_index=True)
-    origin = models.CharField(max_length=200, blank=True)
-    description = models.TextField(blank=True)
-    dtype = models.CharField(max_length=20, default="bfloat16")
-    shapes = models.JSONField(default=list, help_text='[{"name", "dims", "default"}]')
-    world_sizes = models.JSONField(default=list)
-    tolerance = models.TextField(blank=True)
-    bitwise = models.BooleanField(default=False)
-    reference_source = models.TextField(blank=True)
-    active = models.BooleanField(default=True)
-    synced_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        ordering = ("level", "pkb_id", "slug")
-
-    def __str__(self) -> str:
-        return f"{self.pkb_id or '-'} {self.slug}"
-
-    def get_absolute_url(self) -> str:
-        return reverse("problem", args=[self.slug])
-
-    @property
-    def shape_names(self) -> list[str]:
-        return [s["name"] for s in self.shapes]
-
-
-class Hardware(models.Model):
-    slug = models.SlugField(max_length=50, unique=True, help_text='e.g. "h200x4"; the queue is gpu.<slug>')
-    name = models.CharField(max_length=200)
-    profile = models.CharField(max_length=50, help_text="evaluator/hardware.toml key the numbers came from")
-    gpu_count = models.PositiveSmallIntegerField()
-    bf16_tc = models.FloatField("bf16 tensor cores, TFLOP/s")
-    fp16_tc = models.FloatField("fp16 tensor cores, TFLOP/s")
-    fp8_tc = models.FloatField("fp8 tensor cores, TFLOP/s")
-    tf32_tc = models.FloatField("tf32 tensor cores, TFLOP/s")
-    fp32 = models.FloatField("fp32 CUDA cores, TFLOP/s")
-    hbm_tbps = models.FloatField("HBM, TB/s")
-    nvlink_gbps = models.FloatField("NVLink per GPU one direction, GB/s")
-    l2_mb = models.FloatField("L2, MB")
-    nvls = models.BooleanField("NVLink multicast (NVLS) available", default=False)
-    mode = models.CharField(max_length=12, choices=choices(Mode), default=Mode.GPU.value)
-    active = models.BooleanField(default=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    PROFILE_FIELDS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32", "hbm_tbps", "nvlink_gbps", "l2_mb", "nvls")
-
-    class Meta:
-        ordering = ("slug",)
-        verbose_name_plural = "hardware"
-
-    def __str__(self) -> str:
-        return self.slug
-
-    @property
-    def queue(self) -> str:
-        return f"gpu.{self.slug}"
-
-    @property
-    def has_roofline(self) -> bool:
-        """Whether the GPU roofline describes this hardware: only where ranks run one per GPU. CPU
-        processes (and ranks sharing one GPU) run at speeds the GPU numbers say nothing about."""
-        return self.mode == Mode.GPU
-
-    def roofline_profile(self) -> HardwareProfile:
-        """The roofline's view of this hardware, with the numbers admins may have edited."""
-        return HardwareProfile(key=self.profile, name=self.name, **{f: getattr(self, f) for f in self.PROFILE_FIELDS})
-
-    def topology(self) -> str:
-        nvls = "available" if self.nvls else "NOT available (multimem instructions and multicast pointers fail)"
-        if self.mode == Mode.CPU:
-            return f"{self.gpu_count} CPU processes, gloo process group, no GPU; {self.name} numbers for the roofline."
-        return (
-            f"{self.gpu_count}x {self.name} in one node, all-to-all NVLink through NVSwitch, "
-            f"{self.nvlink_gbps:g} GB/s per GPU per direction; HBM {self.hbm_tbps:g} TB/s and "
-            f"{self.l2_mb:g} MB L2 per GPU; bf16 tensor cores {self.bf16_tc:g} TFLOP/s, fp32 {self.fp32:g} TFLOP/s. "
-            f"NVLink multicast (NVLS): {nvls}."
-        )
 
 
 class Submission(models.Model):
@@ -242,6 +157,17 @@ class Evaluation(models.Model):
     def finished(self) -> bool:
         return self.state in FINISHED_STATES
 
+    @property
+    def has_roofline(self) -> bool:
+        """The GPU roofline describes an evaluation only where its ranks ran one per GPU: a CPU-mode
+        run's document still carries T_roof from the GPU numbers its hardware names, which say
+        nothing about it."""
+        return self.mode == Mode.GPU
+
+    @property
+    def on_cpu(self) -> bool:
+        return self.mode == Mode.CPU
+
 
 class ResultsVersion(models.Model):
     """One row whose number database triggers (migration 0003) raise on every change to what the
@@ -252,24 +178,3 @@ class ResultsVersion(models.Model):
 
     def __str__(self) -> str:
         return f"results version {self.version}"
-
-
-class CaseStudy(models.Model):
-    title = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=200, unique=True)
-    body = models.TextField(help_text="Markdown; HTML is sanitized")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    published = models.BooleanField(default=False)
-    evaluations = models.ManyToManyField(Evaluation, blank=True, related_name="case_studies")
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ("-created_at",)
-        verbose_name_plural = "case studies"
-
-    def __str__(self) -> str:
-        return self.title
-
-    def get_absolute_url(self) -> str:
-        return reverse("case-study", args=[self.slug])

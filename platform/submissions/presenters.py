@@ -8,9 +8,10 @@ else sees its status. `public_result` is the API's view of the document under th
 
 from __future__ import annotations
 
-from evaluator.results import Mode, Stage, Status
-from pkb_site import charts
-from submissions.models import Evaluation, Problem
+from catalog.models import Problem
+from common import charts
+from evaluator.results import Stage, Status
+from submissions.models import Evaluation
 
 PROGRESS = (Stage.QUEUED, Stage.BUILDING, Stage.CHECKING, Stage.TIMING, Stage.DONE)
 STATUS_TEXT = {
@@ -40,7 +41,7 @@ def _time(side: dict | None) -> float | None:
 
 
 def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]:
-    """`roofline`: whether the GPU roofline applies to the evaluation (see `roofline_applies`); where
+    """`roofline`: whether the GPU roofline applies to the evaluation (`Evaluation.has_roofline`); where
     it does not, the document's T_roof (GPU numbers) is left out."""
     dims = {s["name"]: s["dims"] for s in problem.shapes}
     rows = []
@@ -79,12 +80,6 @@ def _per_rank(shape: dict) -> list[dict]:
         }
         for r in range(max(len(sol), len(ref)))
     ]
-
-
-def roofline_applies(ev: Evaluation) -> bool:
-    """The GPU roofline describes an evaluation only where its ranks ran one per GPU: a CPU-mode run's
-    document still carries T_roof from the GPU numbers its hardware names, which say nothing about it."""
-    return ev.mode == Mode.GPU
 
 
 def speedup_chart(rows: list[dict]) -> dict | None:
@@ -182,7 +177,7 @@ def evaluation_view(
     doc = ev.result or {}
     queue = queue or {}
     correct = ev.status == Status.CORRECT
-    roofline = roofline_applies(ev)
+    roofline = ev.has_roofline
     rows = shape_rows(doc, problem, roofline) if correct or details else []
     failure = None
     if details and ev.state == "done" and not correct and doc:

@@ -11,10 +11,11 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.names import neutralize
+from catalog.models import Hardware, Problem, world_size_for
+from common.text import neutralize
 from evaluator.results import Stage
-from submissions.models import BACKENDS, Evaluation, Hardware, ModelName, Problem, Submission
-from submissions.queueing import enqueue_on_commit
+from submissions.models import BACKENDS, MODEL_TAG, Evaluation, ModelName, Submission
+from submissions.signals import evaluations_queued
 from submissions.validation import validate_code
 
 
@@ -53,13 +54,17 @@ def check_rate_limit(user) -> None:
         raise RateLimited(limit, max(retry, 1))
 
 
-def world_size_for(problem: Problem, hardware: Hardware) -> int:
-    """All of the hardware's GPUs, unless the problem does not run at that size: then its largest that fits."""
-    sizes = sorted(problem.world_sizes or [hardware.gpu_count])
-    fitting = [w for w in sizes if w <= hardware.gpu_count]
-    if hardware.gpu_count in sizes or not fitting:
-        return hardware.gpu_count
-    return fitting[-1]
+def announce_on_commit(evaluation_ids: list[int]) -> None:
+    """Announce the evaluations once the transaction that created their rows has committed."""
+    ids = list(evaluation_ids)
+
+    def announce() -> None:
+        if not evaluations_queued.send(sender=Evaluation, evaluation_ids=ids):
+            # The rows stay queued, but nothing would ever publish them.
+            raise RuntimeError("nothing publishes queued evaluations: the dispatch app is not installed")
+
+    if ids:
+        transaction.on_commit(announce)
 
 
 def create_submission(owner, new: NewSubmission) -> Submission:
@@ -119,16 +124,13 @@ def queue_evaluations(submissions, hardware: Hardware, requested_by=None, extra_
             if (s.pk, hw.pk) not in active
         ]
         created = Evaluation.objects.bulk_create(rows)
-        enqueue_on_commit([e.pk for e in created])
+        announce_on_commit([e.pk for e in created])
     return created
 
 
 def reject(submission_ids, reason: str) -> int:
     """Hide every evaluation of these submissions from rankings, keeping them for the record."""
     return Evaluation.objects.filter(submission_id__in=list(submission_ids)).update(hidden=True, rejected_reason=reason)
-
-
-MODEL_TAG_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/+@-]{0,99}")
 
 
 class NameTaken(ValueError):
@@ -139,7 +141,7 @@ def register_model_name(owner, name: str) -> ModelName:
     """`owner` registers the model tag `name`: from then on, comparisons count the runs under it that
     `owner` vouches for (its own, and those of the accounts it names). First come, first served;
     admins can hand a name over. Raises ValueError (a bad tag) or NameTaken."""
-    if not MODEL_TAG_PATTERN.fullmatch(name):
+    if not re.fullmatch(MODEL_TAG, name):
         raise ValueError("a model name is 1 to 100 letters, digits and . _ : / + @ -, starting with a letter or digit")
     try:
         with transaction.atomic():

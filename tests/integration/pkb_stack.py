@@ -332,7 +332,7 @@ class Stack:
         self.hardware += hardware
         script = [
             "from django.contrib.auth import get_user_model",
-            "from submissions.sync import hardware_from_profile",
+            "from catalog.sync import hardware_from_profile",
         ]
         script += [f"hardware_from_profile({slug!r}, 'h100', 2, mode='cpu', name={slug!r}).save()" for slug in hardware]
         script += [f"get_user_model().objects.create_user({u!r}, password={p!r})" for u, p in (users or {}).items()]
@@ -348,7 +348,7 @@ class Stack:
         script = f"""
 import json
 from django.contrib.auth import get_user_model
-from submissions.models import Hardware, Problem
+from catalog.models import Hardware, Problem
 from submissions.services import NewSubmission, create_submission
 
 user, _ = get_user_model().objects.get_or_create(username="integration", defaults={{"is_staff": True}})

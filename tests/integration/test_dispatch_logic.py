@@ -40,7 +40,7 @@ def sent(monkeypatch, settings):
 
 @pytest.fixture
 def hardware(db):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     hw = hardware_from_profile("testcpu", "h100", 2, mode="cpu")
     hw.save()
@@ -49,7 +49,8 @@ def hardware(db):
 
 @pytest.fixture
 def make_evaluation(db, hardware, django_user_model):
-    from submissions.models import Evaluation, Problem, Submission
+    from catalog.models import Problem
+    from submissions.models import Evaluation, Submission
 
     user = django_user_model.objects.create_user("dispatcher")
     shapes = [
@@ -270,7 +271,7 @@ def test_the_reaper_requeues_silent_and_overrunning_evaluations_and_fails_at_the
 
 
 def test_queue_position_and_backlog_follow_the_queue(make_evaluation, sent, hardware):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     other = hardware_from_profile("othercpu", "h100", 2, mode="cpu")
     other.save()
@@ -291,8 +292,8 @@ def test_queue_position_and_backlog_follow_the_queue(make_evaluation, sent, hard
 
 
 def test_the_embedded_default_evaluates_on_cpu_or_on_every_gpu(db):
+    from catalog.models import Hardware
     from dispatch import embedded
-    from submissions.models import Hardware
 
     assert embedded.local_hardware([]) == embedded.LocalHardware("cpu", "h100", 2, "cpu")
     gpus = embedded.local_hardware(["NVIDIA H200"] * 4)

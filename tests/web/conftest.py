@@ -22,11 +22,15 @@ def _on_postgresql(request):
 
 
 class Broker:
-    """Stands in for dispatch.enqueue's broker: marks the row published (a fresh token, as the
-    dispatch app does) and remembers what was sent."""
+    """Stands in for the dispatch app's receiver of `evaluations_queued`: marks each row published
+    (a fresh token, as the dispatch app does) and remembers what was sent."""
 
     def __init__(self):
         self.sent: list[int] = []
+
+    def receive(self, sender, evaluation_ids, **kwargs) -> None:
+        for evaluation_id in evaluation_ids:
+            self.enqueue(evaluation_id)
 
     def enqueue(self, evaluation_id: int) -> None:
         from submissions.models import Evaluation
@@ -38,12 +42,17 @@ class Broker:
 
 
 @pytest.fixture(autouse=True)
-def broker(monkeypatch):
-    import dispatch
+def broker():
+    from dispatch.apps import PUBLISH_QUEUED
+    from dispatch.publish import publish_queued
+    from submissions.signals import evaluations_queued
 
     fake = Broker()
-    monkeypatch.setattr(dispatch, "enqueue", fake.enqueue)
-    return fake
+    evaluations_queued.disconnect(dispatch_uid=PUBLISH_QUEUED)
+    evaluations_queued.connect(fake.receive, dispatch_uid="test-broker")
+    yield fake
+    evaluations_queued.disconnect(dispatch_uid="test-broker")
+    evaluations_queued.connect(publish_queued, dispatch_uid=PUBLISH_QUEUED)
 
 
 class Worker:
@@ -150,7 +159,7 @@ def make_result():
 
 @pytest.fixture
 def problem(db):
-    from submissions.models import Problem
+    from catalog.models import Problem
 
     shapes = [
         {"name": "small", "dims": {"M": 64, "N": 1024}, "default": False},
@@ -174,7 +183,7 @@ def problem(db):
 
 @pytest.fixture
 def other_problem(db):
-    from submissions.models import Problem
+    from catalog.models import Problem
 
     shapes = [
         {"name": n, "dims": {"M": m}, "default": n == "default"}
@@ -196,8 +205,8 @@ def other_problem(db):
 
 @pytest.fixture
 def cpu(db):
-    from submissions.models import Hardware
-    from submissions.sync import ensure_cpu_hardware
+    from catalog.models import Hardware
+    from catalog.sync import ensure_cpu_hardware
 
     ensure_cpu_hardware()  # a migration creates it, but transactional tests flush the tables
     return Hardware.objects.get(slug="cpu")
@@ -205,7 +214,7 @@ def cpu(db):
 
 @pytest.fixture
 def h200(db):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     hw = hardware_from_profile("h200x4", "h200", 4)
     hw.save()

@@ -1,6 +1,8 @@
 import pytest
 
-from submissions.models import Evaluation, Hardware
+from catalog.models import Hardware
+from evaluator.roofline import profiles
+from submissions.models import Evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +20,9 @@ def run_action(admin_client, action, ids, **form):
 
 def test_every_model_has_an_admin_page(admin_client, judged, user, problem, cpu):
     judged(user, problem, cpu)
-    for path in ("problem", "hardware", "submission", "evaluation", "casestudy"):
-        assert admin_client.get(f"/admin/submissions/{path}/").status_code == 200, path
+    for path in ("catalog/problem", "catalog/hardware", "submissions/submission", "submissions/evaluation"):
+        assert admin_client.get(f"/admin/{path}/").status_code == 200, path
+    assert admin_client.get("/admin/casestudies/casestudy/").status_code == 200
     assert admin_client.get("/admin/accounts/apitoken/").status_code == 200
     assert admin_client.get("/admin/dispatch/workerpresence/").status_code == 200
 
@@ -67,7 +70,7 @@ def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user
     top = judged(user, problem, cpu, speedups=(3, 3, 3))
     judged(other_user, problem, cpu, speedups=(2, 2, 2))
     response = admin_client.post(
-        "/admin/submissions/hardware/add/",
+        "/admin/catalog/hardware/add/",
         {
             "slug": "b200x8",
             "name": "8x B200",
@@ -81,13 +84,22 @@ def test_adding_hardware_queues_each_problems_leaders(admin_client, judged, user
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     hw = Hardware.objects.get(slug="b200x8")
-    assert hw.nvlink_gbps == 900 and hw.hbm_tbps == 8.0  # copied from the profile
+    assert hw.roofline_profile().nvlink_gbps == 900 and hw.roofline_profile().hbm_tbps == 8.0
     assert list(Evaluation.objects.filter(hardware=hw).values_list("submission_id", flat=True)) == [top.submission_id]
+
+
+def test_hardware_numbers_are_read_only_from_the_toml(admin_client, h200):
+    form = admin_client.get("/admin/catalog/hardware/add/").content.decode()
+    assert all(f'<option value="{key}">' in form for key in profiles())
+    assert 'name="nvlink_gbps"' not in form and "evaluator/hardware.toml" in form
+    page = admin_client.get(f"/admin/catalog/hardware/{h200.pk}/change/").content.decode()
+    assert "HBM 4.8 TB/s" in page and "NVLink 450 GB/s" in page and "NVLS) not available" in page
+    assert 'name="hbm_tbps"' not in page
 
 
 def test_queue_leaders_action(admin_client, judged, user, problem, cpu, h200):
     top = judged(user, problem, cpu)
-    admin_client.post("/admin/submissions/hardware/", {"action": "queue_leaders", "_selected_action": [str(h200.pk)]})
+    admin_client.post("/admin/catalog/hardware/", {"action": "queue_leaders", "_selected_action": [str(h200.pk)]})
     assert list(Evaluation.objects.filter(hardware=h200).values_list("submission_id", flat=True)) == [top.submission_id]
 
 
@@ -97,13 +109,13 @@ def test_non_staff_cannot_use_the_admin(client, user):
 
 
 def test_add_a_case_study_without_choosing_an_author(admin_client, admin_user, judged, user, problem, cpu):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     ev = judged(user, problem, cpu)
-    form = admin_client.get("/admin/submissions/casestudy/add/")
+    form = admin_client.get("/admin/casestudies/casestudy/add/")
     assert form.status_code == 200
     response = admin_client.post(
-        "/admin/submissions/casestudy/add/",
+        "/admin/casestudies/casestudy/add/",
         {
             "title": "A ring all-reduce",
             "slug": "ring",

@@ -115,7 +115,7 @@ def test_sign_up_submit_watch_rank_and_reevaluate(
 def test_main_pages_have_no_console_errors(
     live_server, page, problem, cpu, h200, judged, submit, user, worker, make_result
 ):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     done = judged(user, problem, cpu, speedups=(1.5, 2.0, 3.0), model_tag="gpt-5.5")
     judged(user, problem, cpu, status="incorrect", model_tag="glm")

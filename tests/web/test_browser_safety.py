@@ -69,7 +69,7 @@ def log_in(page, base: str, username: str) -> None:
 def test_main_pages_keep_their_policy_and_still_work(
     live_server, page, problem, cpu, h200, judged, submit, user, admin_user, worker, make_result
 ):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     done = judged(user, problem, cpu, speedups=(1.5, 2.0, 3.0), model_tag="gpt-5.5")
     judged(user, problem, cpu, status="incorrect", model_tag="glm")

@@ -55,6 +55,6 @@ def test_version_moves_when_the_problem_set_changes(problem):
 
 def test_version_moves_when_hardware_changes(h200):
     before = results_version()
-    h200.nvlink_gbps = 900
+    h200.profile = "b200"
     h200.save()
     assert results_version() > before

@@ -1,6 +1,6 @@
 import pytest
 
-from submissions.models import CaseStudy
+from casestudies.models import CaseStudy
 
 pytestmark = pytest.mark.django_db
 

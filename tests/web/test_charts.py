@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pkb_site import charts
+from common import charts
 
 
 def test_a_single_value_is_a_marked_point_and_gaps_stay_gaps():

@@ -19,7 +19,7 @@ def test_speedups_side_by_side_with_bitwise_verdict(client, submit, worker, make
 
 
 def test_rows_say_whether_outputs_match_on_every_hardware(client, submit, worker, make_result, user, problem, cpu):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     h200, b200 = hardware_from_profile("h200x2", "h200", 2), hardware_from_profile("b200x2", "b200", 2)
     h200.save()

@@ -1,9 +1,9 @@
 import pytest
 
+from catalog.sync import hardware_from_profile
 from leaderboards import metrics
 from leaderboards.comparisons import compare_hardware, compare_models, output_agreement
 from submissions.models import Evaluation
-from submissions.sync import hardware_from_profile
 
 pytestmark = pytest.mark.django_db
 

@@ -137,7 +137,7 @@ def fill(template: str, values: dict[str, str]) -> str:
 
 @pytest.fixture
 def world(judged, user, other_user, admin_user, problem, other_problem, cpu, h200, settings):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     settings.PKB_SUBMISSIONS_PER_HOUR = 10_000
     # Hostile requests by the thousand: the rate limits (test_throttling.py) would answer most of them.

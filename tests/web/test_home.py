@@ -41,8 +41,8 @@ def test_home_without_results_says_so(client, cpu):
 
 
 def test_home_links_every_problem_of_the_suite(client, cpu):
-    from submissions.models import Problem
-    from submissions.sync import sync_problems
+    from catalog.models import Problem
+    from catalog.sync import sync_problems
 
     sync_problems()
     active = set(Problem.objects.filter(active=True).values_list("slug", flat=True))

@@ -4,8 +4,9 @@ import pytest
 from django.core.management import call_command
 
 import tasks
-from submissions.models import Evaluation, Hardware, Problem, Submission
-from submissions.sync import sync_problems
+from catalog.models import Hardware, Problem
+from catalog.sync import sync_problems
+from submissions.models import Evaluation, Submission
 
 pytestmark = pytest.mark.django_db
 

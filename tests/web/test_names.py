@@ -5,7 +5,8 @@ refused at sign-up; run labels lose their bidirectional and invisible formatting
 import pytest
 
 from accounts.models import ApiToken
-from accounts.names import neutralize, skeletons
+from accounts.names import skeletons
+from common.text import neutralize
 from submissions.models import Submission
 
 pytestmark = pytest.mark.django_db

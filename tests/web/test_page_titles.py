@@ -32,7 +32,7 @@ def title(html: str) -> str:
 
 @pytest.fixture
 def site(client, judged, user, problem, cpu, h200, admin_user):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     ev = judged(user, problem, cpu)
     CaseStudy.objects.create(title="Ring all-reduce", slug="ring", body="text", published=True)
@@ -74,5 +74,5 @@ def test_the_login_page_names_the_site_not_the_host(client, db):
 def test_admin_and_api_docs_are_titled_with_the_site(client, admin_user):
     client.force_login(admin_user)
     assert title(client.get("/admin/").content.decode()).endswith(f"| {SITE} admin")
-    assert title(client.get("/admin/submissions/casestudy/add/").content.decode()).startswith("Add case study")
+    assert title(client.get("/admin/casestudies/casestudy/add/").content.decode()).startswith("Add case study")
     assert SITE in title(client.get("/api/docs").content.decode())

@@ -78,8 +78,9 @@ def site(cpu, h200, judged, submit, worker, make_result, user):
     """Something on every page: the whole suite, results on two hardware, a failure, a case study, a
     token, a model name."""
     from accounts.models import ApiToken
-    from submissions.models import CaseStudy, Problem
-    from submissions.sync import sync_problems
+    from casestudies.models import CaseStudy
+    from catalog.models import Problem
+    from catalog.sync import sync_problems
 
     sync_problems()
     problem, other_problem = Problem.objects.get(slug="allreduce"), Problem.objects.get(slug="allgather")

@@ -18,7 +18,7 @@ def test_prompt_download_has_reference_topology_and_rules(client, problem, h200)
 
 
 def test_prompt_for_hardware_with_multicast_does_not_forbid_it(client, problem, h200):
-    h200.nvls = True
+    h200.profile = "h100"  # NVLS available in evaluator/hardware.toml
     h200.save()
     text = client.get("/problems/allreduce/prompt/?hardware=h200x4").content.decode()
     assert "multimem" not in text and "NVLink multicast (NVLS): available" in text

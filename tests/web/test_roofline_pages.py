@@ -16,8 +16,8 @@ def ring_us(world_size: int, nvlink_gbps: float) -> float:
 
 @pytest.fixture
 def allreduce(db):
-    from submissions.models import Problem
-    from submissions.sync import sync_problems
+    from catalog.models import Problem
+    from catalog.sync import sync_problems
 
     sync_problems()
     return Problem.objects.get(slug="allreduce")
@@ -69,7 +69,7 @@ def test_problem_page_lists_the_roofline_of_every_hardware_profile(client, allre
 def test_a_cpu_run_shows_no_gpu_roofline_on_its_page_or_leaderboard(
     client, allreduce, cpu, h200, submit, worker, make_result, user
 ):
-    from submissions.models import CaseStudy
+    from casestudies.models import CaseStudy
 
     both = submit(user, allreduce, [cpu, h200])
     for ev in both.evaluations.all():

@@ -32,7 +32,7 @@ def test_shapes_per_rank_and_charts(client, judged, user, problem, cpu):
 
 
 def test_outputs_on_every_hardware(client, submit, worker, make_result, user, problem, cpu):
-    from submissions.sync import hardware_from_profile
+    from catalog.sync import hardware_from_profile
 
     h200 = hardware_from_profile("h200x2", "h200", 2)  # two ranks, like cpu: comparable digests
     h200.save()

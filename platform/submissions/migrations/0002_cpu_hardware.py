@@ -9,11 +9,11 @@ NUMBERS = ("bf16_tc", "fp16_tc", "fp8_tc", "tf32_tc", "fp32", "hbm_tbps", "nvlin
 
 
 def create_cpu_hardware(apps, schema_editor):
-    Hardware = apps.get_model("submissions", "Hardware")
-    if Hardware.objects.filter(slug="cpu").exists():
+    hardware = apps.get_model("submissions", "Hardware").objects.using(schema_editor.connection.alias)
+    if hardware.filter(slug="cpu").exists():
         return
     p = profile("h100")
-    Hardware.objects.create(
+    hardware.create(
         slug="cpu", name="CPU (gloo, 2 processes)", profile="h100", gpu_count=2, mode="cpu",
         **{f: getattr(p, f) for f in NUMBERS},
     )

@@ -107,7 +107,7 @@ SQLITE_DROP = [
 
 
 def create(apps, schema_editor):
-    apps.get_model("submissions", "ResultsVersion").objects.get_or_create(pk=1)
+    apps.get_model("submissions", "ResultsVersion").objects.using(schema_editor.connection.alias).get_or_create(pk=1)
     vendor = schema_editor.connection.vendor
     statements = {"postgresql": [POSTGRESQL], "sqlite": SQLITE}.get(vendor)
     if statements is None:

@@ -8,13 +8,13 @@ from django.db import migrations, models
 def backfill(apps, schema_editor):
     """Stored correct results: the geometric means of their shapes' interval ends (documents before
     schema 3 carry no summary interval; those before schema 2 no shape intervals, and stay None)."""
-    Evaluation = apps.get_model("submissions", "Evaluation")
-    for ev in Evaluation.objects.filter(correct=True, result__isnull=False).only("pk", "result").iterator():
+    evaluations = apps.get_model("submissions", "Evaluation").objects.using(schema_editor.connection.alias)
+    for ev in evaluations.filter(correct=True, result__isnull=False).only("pk", "result").iterator():
         intervals = [shape.get("speedup_interval") for shape in (ev.result.get("shapes") or [])]
         if not intervals or not all(i and i[0] > 0 and i[1] >= i[0] for i in intervals):
             continue
         low, high = (math.exp(sum(math.log(i[j]) for i in intervals) / len(intervals)) for j in (0, 1))
-        Evaluation.objects.filter(pk=ev.pk).update(speedup_low=low, speedup_high=high)
+        evaluations.filter(pk=ev.pk).update(speedup_low=low, speedup_high=high)
 
 
 class Migration(migrations.Migration):

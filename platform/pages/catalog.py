@@ -1,3 +1,5 @@
+"""The catalog (the home page), each problem's page and its task prompt."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -11,14 +13,15 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from catalog import examples
+from catalog.models import Hardware, Problem
 from catalog.prompt import build_prompt
-from catalog.rooflines import hardware_results, profile_rows
-from evaluator.results import Mode
+from catalog.rooflines import profile_rows
+from common import params
+from evaluator.results import Status
 from leaderboards.cache import cached
 from leaderboards.comparisons import compare_models, fast_p_curves
 from leaderboards.ranking import best_speedups, current, leaderboard, solved_counts
-from pkb_site import params
-from submissions.models import Hardware, Problem
+from pages.hardware_results import hardware_results
 from submissions.presenters import STATUS_TEXT
 from tasks.spec import LEVELS, PARALLELISM
 
@@ -108,7 +111,14 @@ def newest_results(limit: int = NEWEST) -> list[dict]:
                 "problem__slug", "problem__title", "hardware__slug",
             )[:limit]
         )  # fmt: skip
-        return [{**r, "status_text": STATUS_TEXT.get(r["status"] or "", r["status"] or "")} for r in rows]
+        return [
+            {
+                **r,
+                "correct": r["status"] == Status.CORRECT,
+                "status_text": STATUS_TEXT.get(r["status"] or "", r["status"] or ""),
+            }
+            for r in rows
+        ]
 
     return cached("newest-results", (limit,), compute)
 
@@ -122,7 +132,7 @@ def _first_example(request: HttpRequest) -> dict | None:
         return None
     runs_it = [hw for hw in Hardware.objects.filter(active=True) if example.runs_on(hw)]
     # The hardware without a GPU, where there is some: what a newcomer's own machine has.
-    hardware = [hw.slug for hw in runs_it if hw.mode == Mode.CPU] or [hw.slug for hw in runs_it]
+    hardware = [hw.slug for hw in runs_it if hw.on_cpu] or [hw.slug for hw in runs_it]
     return {"example": example, "hardware": hardware} if hardware else None
 
 

@@ -1,5 +1,5 @@
-"""Copy the problem suite (`tasks/`) and hardware profiles (`evaluator/hardware.toml`) into the
-database. Idempotent: running it twice changes nothing the second time."""
+"""Copy the problem suite (`tasks/`) into the database, and create hardware rows. Idempotent:
+running it twice changes nothing the second time."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from django.db import transaction
 from django.utils import timezone
 
 import tasks
+from catalog.models import Hardware, Problem
 from evaluator import roofline
 from evaluator.results import Mode
-from submissions.models import Hardware, Problem
 
 CPU_HARDWARE = {"slug": "cpu", "name": "CPU (gloo, 2 processes)", "profile": "h100", "gpu_count": 2, "mode": Mode.CPU.value}
 
@@ -59,12 +59,9 @@ def sync_problems() -> Counter:
 
 
 def hardware_from_profile(slug: str, profile: str, gpu_count: int, mode: str = Mode.GPU.value, name: str = "") -> Hardware:
-    """An unsaved Hardware row whose numbers are copied from a profile."""
-    p = roofline.profile(profile)
-    numbers = {f: getattr(p, f) for f in Hardware.PROFILE_FIELDS}
-    return Hardware(
-        slug=slug, name=name or f"{gpu_count}x {p.name}", profile=profile, gpu_count=gpu_count, mode=mode, **numbers
-    )
+    """An unsaved Hardware row, named after its profile's GPU unless `name` is given."""
+    name = name or f"{gpu_count}x {roofline.profile(profile).name}"
+    return Hardware(slug=slug, name=name, profile=profile, gpu_count=gpu_count, mode=mode)
 
 
 def ensure_cpu_hardware() -> bool:

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from submissions.sync import ensure_cpu_hardware, sync_problems
+from catalog.sync import ensure_cpu_hardware, sync_problems
 
 
 class Command(BaseCommand):

@@ -1,3 +1,5 @@
+"""Submitting, a submission's page (live while its evaluations run) and one's own submissions."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -8,12 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
 from catalog import examples
+from catalog.models import Hardware
+from dispatch.positions import backlog, queue_position
+from dispatch.presence import serving
 from leaderboards.comparisons import submission_outputs
 from leaderboards.ranking import is_vouched
 from submissions.forms import SubmissionForm
-from submissions.models import Evaluation, Hardware, Submission
+from submissions.models import Evaluation, Submission
 from submissions.presenters import evaluation_view, number_runs
-from submissions.queueing import backlog, queue_position, workers
 from submissions.services import NewSubmission, RateLimited, create_submission
 
 STOP_POLLING = 286  # htmx stops an `every 2s` trigger on this status
@@ -74,7 +78,7 @@ def _evaluations(submission: Submission, details: bool) -> list[dict]:
     queues: dict[int, dict] = {}  # per hardware, for its queued evaluations
     for ev in evaluations:
         if ev.state == "queued" and ev.hardware_id not in queues:
-            queues[ev.hardware_id] = {"length": backlog(ev.hardware), "workers": workers(ev.hardware)}
+            queues[ev.hardware_id] = {"length": backlog(ev.hardware), "workers": serving(ev.hardware)}
     return [
         evaluation_view(ev, submission.problem, queue_position(ev), details, queues.get(ev.hardware_id))
         for ev in evaluations

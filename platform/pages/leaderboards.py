@@ -1,15 +1,17 @@
+"""A problem's full leaderboard on one hardware, and the model and hardware comparisons."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
+from catalog.models import Hardware, Problem
+from common import charts, params
 from evaluator.results import FailureKind
 from leaderboards import metrics
 from leaderboards.cache import results_version
 from leaderboards.comparisons import compare_hardware, compare_models, fast_p_curves, model_tags
 from leaderboards.ranking import leaderboard as ranked
-from pkb_site import charts, params
-from submissions.models import Hardware, Problem
 from tasks.spec import LEVELS
 
 

@@ -1,5 +1,6 @@
-"""Django admin for everything, with the platform's actions: re-evaluate on a chosen hardware,
-reject with a reason, queue each problem's leaders on new hardware."""
+"""The admin of problems, hardware, submissions, evaluations and model names, with the platform's
+actions: re-evaluate on a chosen hardware, reject with a reason, queue each problem's leaders on
+new hardware. Those actions need the ranking and the submission services, hence its place here."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from django.contrib import admin, messages
 from django.db.models import Exists, OuterRef
 from django.shortcuts import render
 
-from evaluator.roofline import profile as hardware_profile
+from catalog.models import Hardware, Problem
 from evaluator.roofline import profiles
 from leaderboards.ranking import eligible, leading_submission_ids
-from submissions.models import CaseStudy, Evaluation, Hardware, ModelName, Problem, Submission
+from submissions.models import Evaluation, ModelName, Submission
 from submissions.services import queue_evaluations, reject
 
 
@@ -57,39 +58,39 @@ class ProblemAdmin(admin.ModelAdmin):
     search_fields = ("slug", "title", "description")
 
 
-class HardwareForm(forms.ModelForm):
-    """Numbers left empty are copied from the chosen profile."""
-
-    profile = forms.ChoiceField(choices=[])
-
-    class Meta:
-        model = Hardware
-        fields = "__all__"
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["profile"].choices = [(k, f"{k}: {p.name}") for k, p in profiles().items()]
-        for name in Hardware.PROFILE_FIELDS:
-            if name != "nvls":
-                self.fields[name].required = False
-                self.fields[name].help_text = "empty: the profile's number"
-
-    def clean(self):
-        data = super().clean()
-        if data.get("profile"):
-            p = hardware_profile(data["profile"])
-            for name in Hardware.PROFILE_FIELDS:
-                if name != "nvls" and data.get(name) is None:
-                    data[name] = getattr(p, name)
-        return data
-
-
 @admin.register(Hardware)
 class HardwareAdmin(admin.ModelAdmin):
-    form = HardwareForm
     list_display = ("slug", "name", "profile", "gpu_count", "mode", "nvls", "active", "queue")
     list_filter = ("mode", "active")
+    fieldsets = (
+        (None, {"fields": ("slug", "name", "profile", "gpu_count", "mode", "active", "created_at")}),
+        (
+            "GPU numbers",
+            {
+                "fields": ("gpu_numbers",),
+                "description": "The profile's, from evaluator/hardware.toml: the evaluator's rooflines read "
+                "that file too, so the numbers are changed there, not here.",
+            },
+        ),
+    )
+    readonly_fields = ("gpu_numbers",)
     actions = ["queue_leaders"]
+
+    @admin.display(boolean=True, description="NVLS")
+    def nvls(self, hardware: Hardware) -> bool:
+        return hardware.roofline_profile().nvls
+
+    @admin.display(description="numbers")
+    def gpu_numbers(self, hardware: Hardware) -> str:
+        if hardware.profile not in profiles():  # a hardware being added
+            return "those of the profile chosen above"
+        gpu = hardware.roofline_profile()
+        return (
+            f"{gpu.name}: tensor cores bf16 {gpu.bf16_tc:g}, fp16 {gpu.fp16_tc:g}, fp8 {gpu.fp8_tc:g}, "
+            f"tf32 {gpu.tf32_tc:g} TFLOP/s; fp32 {gpu.fp32:g} TFLOP/s; HBM {gpu.hbm_tbps:g} TB/s; "
+            f"NVLink {gpu.nvlink_gbps:g} GB/s per GPU one direction; L2 {gpu.l2_mb:g} MB; "
+            f"NVLink multicast (NVLS) {'available' if gpu.nvls else 'not available'}"
+        )
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -192,28 +193,6 @@ class EvaluationAdmin(admin.ModelAdmin):
     def unhide(self, request, queryset):
         count = queryset.update(hidden=False, rejected_reason="")
         self.message_user(request, f"Restored {count} evaluations.", messages.SUCCESS)
-
-
-@admin.register(CaseStudy)
-class CaseStudyAdmin(admin.ModelAdmin):
-    list_display = ("title", "slug", "author", "published", "updated_at")
-    list_filter = ("published",)
-    prepopulated_fields = {"slug": ("title",)}
-    raw_id_fields = ("evaluations",)
-    search_fields = ("title", "body")
-
-    def get_form(self, request, obj=None, change=False, **kwargs):
-        form = super().get_form(request, obj, change, **kwargs)
-        # The model allows no author (kept when its account is deleted); left empty here, it is
-        # whoever saves the study (save_model).
-        form.base_fields["author"].required = False
-        form.base_fields["author"].help_text = "empty: you"
-        return form
-
-    def save_model(self, request, obj, form, change):
-        if obj.author_id is None:
-            obj.author = request.user
-        super().save_model(request, obj, form, change)
 
 
 @admin.register(ModelName)
