@@ -17,62 +17,13 @@ from __future__ import annotations
 
 import pytest
 
-import tasks
+from evaluator import calibration
 from evaluator.launch import EvaluationRequest, evaluate
 
 torch = pytest.importorskip("torch")
 
-TWICE = """
-
-_reference_solution = solution
-
-
-def solution(*inputs):
-    _reference_solution(*inputs)
-    return _reference_solution(*inputs)
-"""
-
-# The wait's length (us) is substituted for WAIT_US. On a GPU the sleep kernel counts clock
-# cycles, and the clock moves with load: each call measures its sleep with events and the next
-# call corrects the cycle count, so that the sleeps last the wait once the calls run at speed.
-WAIT = """
-
-import time as _time
-
-import torch as _torch
-
-_reference_solution = solution
-_WAIT_NS = int(WAIT_US * 1000)
-_sleep = {"cycles": 100_000, "events": None}
-
-
-def _gpu_wait():
-    events = _sleep["events"]
-    if events is not None and events[1].query():
-        measured_ns = events[0].elapsed_time(events[1]) * 1e6
-        _sleep["cycles"] = max(1000, int(_sleep["cycles"] * min(2.0, max(0.5, _WAIT_NS / measured_ns))))
-    if events is None or events[1].query():
-        events = _sleep["events"] = (_torch.cuda.Event(enable_timing=True), _torch.cuda.Event(enable_timing=True))
-        events[0].record()
-        _torch.cuda._sleep(_sleep["cycles"])
-        events[1].record()
-    else:
-        _torch.cuda._sleep(_sleep["cycles"])
-
-
-def solution(*inputs):
-    out = _reference_solution(*inputs)
-    if _torch.cuda.is_initialized():
-        _gpu_wait()
-    end = _time.perf_counter_ns() + _WAIT_NS
-    while _time.perf_counter_ns() < end:
-        pass
-    return out
-"""
-
-
-def judged(problem: str, extra: str, mode: str, world_size: int, shapes: list[str] | None = None, **kw) -> dict:
-    doc = evaluate(EvaluationRequest(problem=problem, solution_code=tasks.reference_source(problem) + extra,
+def judged(problem: str, code: str, mode: str, world_size: int, shapes: list[str] | None = None, **kw) -> dict:
+    doc = evaluate(EvaluationRequest(problem=problem, solution_code=code,
                                      world_size=world_size, mode=mode, shapes=shapes, **kw))
     assert doc["status"] == "correct", doc["reason"]
     return doc
@@ -92,7 +43,7 @@ CPU = {"warmup": 3, "iters": 10, "trials": 1, "timeout_s": 240}
 
 @pytest.mark.slow
 def test_calling_the_reference_twice_gives_an_interval_that_holds_one_half_on_cpu():
-    doc = judged("allgather", TWICE, "cpu", 2, ["default"], **CPU)
+    doc = judged("allgather", calibration.repeated("allgather", 2), "cpu", 2, ["default"], **CPU)
     low, high = doc["shapes"][0]["speedup_interval"]
     assert low <= 0.5 <= high, doc["shapes"][0]
 
@@ -100,7 +51,7 @@ def test_calling_the_reference_twice_gives_an_interval_that_holds_one_half_on_cp
 @pytest.mark.slow
 def test_a_fixed_wait_per_call_lies_in_the_interval_of_the_time_difference_on_cpu():
     wait_us = 5000.0
-    doc = judged("allgather", WAIT.replace("WAIT_US", repr(wait_us)), "cpu", 2, ["default"], **CPU)
+    doc = judged("allgather", calibration.waiting("allgather", wait_us), "cpu", 2, ["default"], **CPU)
     low, high = wait_interval(doc["shapes"][0])
     assert low <= wait_us <= high, (low, high, doc["shapes"][0])
 
@@ -123,7 +74,7 @@ def shape_line(problem: str, shape: dict) -> str:
 @needs_gpu
 @pytest.mark.parametrize("problem", GPU_PROBLEMS)
 def test_calling_the_reference_twice_reads_one_half_on_every_shape_on_a_gpu(problem):
-    doc = judged(problem, TWICE, "gpu", 1, timeout_s=900)
+    doc = judged(problem, calibration.repeated(problem, 2), "gpu", 1, timeout_s=900)
     for shape in doc["shapes"]:
         print(shape_line(problem, shape))
     off = [s["name"] for s in doc["shapes"] if abs(s["speedup"] - 0.5) > 0.015]
@@ -135,7 +86,7 @@ def test_calling_the_reference_twice_reads_one_half_on_every_shape_on_a_gpu(prob
 @pytest.mark.parametrize("problem", GPU_PROBLEMS)
 def test_a_fixed_wait_per_call_reads_as_its_length_on_every_shape_on_a_gpu(problem):
     wait_us = 200.0
-    doc = judged(problem, WAIT.replace("WAIT_US", repr(wait_us)), "gpu", 1, timeout_s=900)
+    doc = judged(problem, calibration.waiting(problem, wait_us), "gpu", 1, timeout_s=900)
     off = []
     for shape in doc["shapes"]:
         seen = shape["solution"]["time_us"] - shape["reference"]["time_us"]
