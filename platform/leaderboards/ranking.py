@@ -40,15 +40,14 @@ def eligible(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
     return current(hardware).filter(status=Status.CORRECT.value, hidden=False, speedup__isnull=False)
 
 
-def vouched() -> Exists:
+def vouched(model_tag: str = "model_tag", submitter: str = "submission__owner_id") -> Exists:
     """An evaluation's model tag is registered (ModelName) and its owner vouches for the account that
     submitted it: its own runs, and those of the accounts it names. A condition on the evaluation
-    row, so that a query using it stays one query."""
-    submitter = OuterRef("submission__owner_id")
+    row, so that a query using it stays one query; the field names say where another row (such as
+    ResultCount's) holds the model tag and the submitting account."""
+    submitter = OuterRef(submitter)
     return Exists(
-        ModelName.objects.filter(name=OuterRef("model_tag")).filter(
-            Q(owner_id=submitter) | Q(vouched_accounts=submitter)
-        )
+        ModelName.objects.filter(name=OuterRef(model_tag)).filter(Q(owner_id=submitter) | Q(vouched_accounts=submitter))
     )
 
 
