@@ -319,8 +319,8 @@ for _column in COUNT_COLUMNS:
 class ProblemResultsVersion(models.Model):
     """ResultsVersion for one problem on one hardware: raised by database triggers (migration 0007)
     whenever a finished evaluation of that problem on that hardware changes. Aggregates computed
-    problem by problem (the hardware comparison's) are cached under it, so a new result recomputes
-    its own problem's part only."""
+    problem by problem (the hardware comparison's, the catalog's) are cached under it, so a new
+    result recomputes its own problem's part only."""
 
     problem = models.ForeignKey(
         Problem, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"

@@ -1,9 +1,10 @@
 """A history of results (new ones, reruns superseding older ones, a rerun finishing late, hidden
 ones, edits, a submission handed to another account, vouching changes, deletions) after each step
-of which what the comparison pages read (ResultCount, per-problem cached parts, memoized figures,
-the hardware comparison's first rows) is checked against the straightforward computation from the
-evaluations. `run()` needs a migrated, empty database and a real cache; test_result_counts.py runs
-it on PostgreSQL and, in a subprocess, on SQLite."""
+of which what the comparison pages and the catalog read (ResultCount, per-problem cached parts,
+memoized figures, the hardware comparison's first rows, best speedups, solved counts) is checked
+against the straightforward computation from the evaluations. `run()` needs a migrated, empty
+database and a real cache; test_result_counts.py runs it on PostgreSQL and, in a subprocess, on
+SQLite."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from collections import Counter, defaultdict
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import connection
+from django.db.models import Count, Max
 from django.test import Client
 
 from leaderboards import comparisons, metrics
-from leaderboards.ranking import current
+from leaderboards.ranking import best_speedups, current, eligible, solved_counts
 from submissions.models import (
     Evaluation,
     Hardware,
@@ -173,6 +175,12 @@ class History:
 
     def check(self, step: str) -> None:
         problems = [None, *self.problems]
+        ranked = eligible().values("problem_id", "hardware_id").order_by()
+        best = {(r["problem_id"], r["hardware_id"]): r["best"] for r in ranked.annotate(best=Max("speedup"))}
+        assert best_speedups() == best, step
+        assert best_speedups([self.problems[0].pk]) == {k: v for k, v in best.items() if k[0] == self.problems[0].pk}
+        solved = eligible().values("problem_id").order_by().annotate(n=Count("submission_id", distinct=True))
+        assert solved_counts() == {r["problem_id"]: r["n"] for r in solved}, step
         for hw in self.hardware:
             for unverified in (False, True):
                 got = comparisons.per_problem_counts(hw, include_unverified=unverified)

@@ -5,7 +5,7 @@ does not reread every result:
   comparisons sum (current results, correct ones, those over each speedup and roofline threshold,
   failures by kind).
 - ProblemResultsVersion: a results version per problem and hardware, for aggregates cached
-  problem by problem (the hardware comparison's).
+  problem by problem (the hardware comparison's, the catalog's).
 - ev_visible: a problem's visible current results on a hardware, in the hardware comparison's order;
   ev_newest: the newest results, for the home page.
 
