@@ -17,7 +17,7 @@ and exports go through these functions.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Window
@@ -25,7 +25,7 @@ from django.db.models.functions import RowNumber
 
 from catalog.models import Hardware, Problem
 from evaluator.results import Status
-from leaderboards.cache import cached
+from leaderboards.cache import cached_by_problem
 from submissions.models import Evaluation, ModelName
 
 
@@ -41,15 +41,14 @@ def eligible(hardware: Hardware | int | None = None) -> QuerySet[Evaluation]:
     return current(hardware).filter(status=Status.CORRECT.value, hidden=False, speedup__isnull=False)
 
 
-def vouched() -> Exists:
+def vouched(model_tag: str = "model_tag", submitter: str = "submission__owner_id") -> Exists:
     """An evaluation's model tag is registered (ModelName) and its owner vouches for the account that
     submitted it: its own runs, and those of the accounts it names. A condition on the evaluation
-    row, so that a query using it stays one query."""
-    submitter = OuterRef("submission__owner_id")
+    row, so that a query using it stays one query; the field names say where another row (such as
+    ResultCount's) holds the model tag and the submitting account."""
+    submitter = OuterRef(submitter)
     return Exists(
-        ModelName.objects.filter(name=OuterRef("model_tag")).filter(
-            Q(owner_id=submitter) | Q(vouched_accounts=submitter)
-        )
+        ModelName.objects.filter(name=OuterRef(model_tag)).filter(Q(owner_id=submitter) | Q(vouched_accounts=submitter))
     )
 
 
@@ -124,29 +123,27 @@ def leaderboard(problem: Problem | int, hardware: Hardware | int, limit: int | N
 def best_speedups(problem_ids=None) -> dict[tuple[int, int], float]:
     """(problem id, hardware id) -> best ranked speedup: the top of each leaderboard."""
 
-    def compute():
-        rows = eligible().values("problem_id", "hardware_id").annotate(best=Max("speedup")).order_by()
-        return {(r["problem_id"], r["hardware_id"]): r["best"] for r in rows}
-
-    best = cached("best-speedups", (), compute)
-    if problem_ids is None:
+    def compute(ids: list[int]) -> dict[int, dict[int, float]]:
+        rows = eligible().filter(problem_id__in=ids).values("problem_id", "hardware_id").annotate(best=Max("speedup"))
+        best: dict[int, dict[int, float]] = defaultdict(dict)
+        for r in rows.order_by():
+            best[r["problem_id"]][r["hardware_id"]] = r["best"]
         return best
-    wanted = set(problem_ids)
-    return {k: v for k, v in best.items() if k[0] in wanted}
+
+    by_problem = cached_by_problem("best-speedups", compute, {}, problem_ids)
+    return {(p, h): speedup for p, per_hardware in by_problem.items() for h, speedup in per_hardware.items()}
 
 
 def solved_counts(problem_ids=None) -> dict[int, int]:
     """problem id -> how many submissions rank on at least one hardware."""
 
-    def compute():
-        rows = eligible().values("problem_id").annotate(n=Count("submission_id", distinct=True)).order_by()
-        return {r["problem_id"]: r["n"] for r in rows}
+    def compute(ids: list[int]) -> dict[int, int]:
+        rows = (
+            eligible().filter(problem_id__in=ids).values("problem_id").annotate(n=Count("submission_id", distinct=True))
+        )
+        return {r["problem_id"]: r["n"] for r in rows.order_by()}
 
-    solved = cached("solved-counts", (), compute)
-    if problem_ids is None:
-        return solved
-    wanted = set(problem_ids)
-    return {k: v for k, v in solved.items() if k in wanted}
+    return {p: n for p, n in cached_by_problem("solved-counts", compute, 0, problem_ids).items() if n}
 
 
 def leading_submission_ids(per_problem: int, exclude_hardware: Hardware | None = None) -> list[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -102,15 +102,15 @@ def newest_results(limit: int = NEWEST) -> list[dict]:
     status, which is public (why one failed is not)."""
 
     def compute() -> list[dict]:
-        rows = (
-            current()
-            .filter(hidden=False)
-            .order_by(F("finished_at").desc(nulls_last=True), "-pk")
-            .values(
-                "pk", "submission_id", "model_tag", "status", "speedup", "finished_at", "mode",
-                "problem__slug", "problem__title", "hardware__slug",
-            )[:limit]
+        fields = (
+            "pk", "submission_id", "model_tag", "status", "speedup", "finished_at", "mode",
+            "problem__slug", "problem__title", "hardware__slug",
         )  # fmt: skip
+        shown = current().filter(hidden=False)
+        # Finished times first (newest first, through the ev_newest index), then any without one.
+        rows = list(shown.filter(finished_at__isnull=False).order_by("-finished_at", "-pk").values(*fields)[:limit])
+        if len(rows) < limit:
+            rows += shown.filter(finished_at__isnull=True).order_by("-pk").values(*fields)[: limit - len(rows)]
         return [
             {
                 **r,

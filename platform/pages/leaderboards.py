@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
@@ -9,7 +11,6 @@ from catalog.models import Hardware, Problem
 from common import charts, params
 from evaluator.results import FailureKind
 from leaderboards import metrics
-from leaderboards.cache import results_version
 from leaderboards.comparisons import compare_hardware, compare_models, fast_p_curves, model_tags
 from leaderboards.ranking import leaderboard as ranked
 from tasks.spec import LEVELS
@@ -54,7 +55,19 @@ def _model_panel(comparison, index: int) -> dict:
         ),
         "ks": sorted({k for s in scores for k in s.pass_at}),
         "ids": {name: f"{name}-chart-{index}" for name in ("fast", "roof", "fail")},
+        "key": _panel_key(comparison, index),
     }
+
+
+def _panel_key(comparison, index: int) -> str:
+    """What a panel's HTML shows, digested: the template caches each panel under it, so a new result
+    renders again only the panels whose figures it changed."""
+    hw = comparison.hardware
+    shown = (
+        index, hw.pk, hw.slug, hw.mode, comparison.level, comparison.n_problems, comparison.include_unverified,
+        comparison.owners, comparison.scores, comparison.by_level,
+    )  # fmt: skip
+    return hashlib.sha256(repr(shown).encode()).hexdigest()
 
 
 def compare_models_view(request: HttpRequest) -> HttpResponse:
@@ -82,15 +95,6 @@ def compare_models_view(request: HttpRequest) -> HttpResponse:
         "chosen": chosen,
         "unverified": unverified,
         "p_grid": metrics.P_GRID,
-        # The panels' HTML is cached under the results version too (see the template).
-        "panels_key": (
-            results_version(),
-            hw_a.pk if hw_a else None,
-            hw_b.pk if hw_b else None,
-            level,
-            tuple(chosen),
-            unverified,
-        ),
     }
     return render(request, "leaderboards/models.html", context)
 

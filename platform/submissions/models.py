@@ -136,6 +136,18 @@ class Evaluation(models.Model):
                 include=["status", "hidden", "speedup", "utilization"],
                 condition=models.Q(state="done", superseded=False),
             ),
+            # hardware comparisons: a problem's visible current results on a hardware, in the page's order
+            models.Index(
+                fields=["problem", "hardware", "-speedup", "id"],
+                name="ev_visible",
+                condition=models.Q(state="done", superseded=False, hidden=False),
+            ),
+            # the home page's newest results
+            models.Index(
+                fields=["-finished_at", "-id"],
+                name="ev_newest",
+                condition=models.Q(state="done", superseded=False, hidden=False),
+            ),
             # the trigger's lookup: finished evaluations of a submission on a hardware
             models.Index(fields=["submission", "hardware", "state"], name="ev_pair"),
             # the queue and the reaper
@@ -178,3 +190,75 @@ class ResultsVersion(models.Model):
 
     def __str__(self) -> str:
         return f"results version {self.version}"
+
+
+# What model comparisons count, threshold by threshold: leaderboards.metrics.P_GRID and U_GRID (a
+# test checks that they agree) and every status but correct (FailureKind's values). ResultCount
+# keeps one column per threshold, so changing them needs a migration.
+SPEEDUP_THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(31))
+UTILIZATION_THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(21))
+FAILURE_COLUMNS = ("compile_error", "runtime_error", "incorrect", "timeout", "rejected")
+COUNT_COLUMNS = (
+    "n",
+    "correct_n",
+    *(f"fast_{i}" for i in range(len(SPEEDUP_THRESHOLDS))),
+    *(f"roof_{i}" for i in range(len(UTILIZATION_THRESHOLDS))),
+    *FAILURE_COLUMNS,
+)
+
+
+class ResultCount(models.Model):
+    """The model comparisons' counts, kept by database triggers (migration 0007) as results change,
+    whoever writes them: for one hardware, problem, model tag and submitting account, how many
+    current results there are (n), how many are correct (correct_n), correct and faster than each
+    speedup threshold (fast_i: speedup > SPEEDUP_THRESHOLDS[i]), correct and at each share of the
+    roofline (roof_i: utilization >= UTILIZATION_THRESHOLDS[i]) and how many failed, by kind (a
+    hidden result counts as rejected). A stored result changes a row or two; a comparison sums a
+    few rows per model and problem instead of reading every result. Keyed by the submitting
+    account because whether a run counts depends on who vouches for it (ModelName)."""
+
+    # No database constraints: the triggers write these ids; deleted rows only leave zero counts.
+    hardware = models.ForeignKey(
+        Hardware, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    problem = models.ForeignKey(
+        Problem, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    model_tag = models.CharField(max_length=100)
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["hardware", "problem", "model_tag", "submitter"], name="result_count_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_tag} on {self.hardware_id}, problem {self.problem_id}: {self.n} results"
+
+
+for _column in COUNT_COLUMNS:
+    ResultCount.add_to_class(_column, models.IntegerField(default=0))
+
+
+class ProblemResultsVersion(models.Model):
+    """ResultsVersion for one problem on one hardware: raised by database triggers (migration 0007)
+    whenever a finished evaluation of that problem on that hardware changes. Aggregates computed
+    problem by problem (the hardware comparison's, the catalog's) are cached under it, so a new
+    result recomputes its own problem's part only."""
+
+    problem = models.ForeignKey(
+        Problem, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    hardware = models.ForeignKey(
+        Hardware, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
+    version = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["problem", "hardware"], name="problem_results_version_key")]
+
+    def __str__(self) -> str:
+        return f"results version {self.version} of problem {self.problem_id} on {self.hardware_id}"
+

@@ -51,3 +51,18 @@ def test_home_links_every_problem_of_the_suite(client, cpu):
     linked = set(re.findall(r'href="/problems/([^/"]+)/"', body))
     assert active <= linked
     assert f"All {len(active)} problems" in body
+
+
+def test_newest_results_put_those_without_a_finish_time_last(judged, user, problem, cpu):
+    from django.db.models import F
+
+    from leaderboards.ranking import current
+    from pages.catalog import newest_results
+    from submissions.models import Evaluation
+
+    done = [judged(user, problem, cpu, sample_index=i) for i in range(6)]
+    Evaluation.objects.filter(pk__in=[done[1].pk, done[4].pk]).update(finished_at=None)
+    Evaluation.objects.filter(pk=done[0].pk).update(finished_at=done[5].finished_at)  # a tie: the higher id first
+    for limit in (2, 4, 5, 8):
+        want = current().filter(hidden=False).order_by(F("finished_at").desc(nulls_last=True), "-pk")[:limit]
+        assert [r["pk"] for r in newest_results(limit)] == [ev.pk for ev in want]
