@@ -129,16 +129,22 @@ def main() -> None:
     if args.pkb_root and not args.problems:
         parser.error("--pkb-root needs --problems")
     jobs = _jobs(args)
-    rows = [measure(p, s, code, args.budget, args)
-            for p, s, code in track(jobs, description=f"{args.mode}, world {args.world_size}")]
-    fixed = {}
+    rows: list[dict] = []
+    fixed: dict = {}
+
+    def save() -> None:  # after every evaluation: a long run cut short keeps what it measured
+        if args.json:
+            args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
+
+    for p, s, code in track(jobs, description=f"{args.mode}, world {args.world_size}"):
+        rows.append(measure(p, s, code, args.budget, args))
+        save()
     if args.compare_fixed:
         for p, s, code in track(jobs, description="fixed schedule"):
             row = measure(p, s, code, 0.0, args)
             fixed[(row["problem"], row["shape"])] = row
+            save()
     report(rows, fixed, Console(width=160))
-    if args.json:
-        args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
     sys.exit(0 if all(r["status"] == "correct" for r in rows) else 1)
 
 

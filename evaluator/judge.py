@@ -588,7 +588,10 @@ class Judge:
         budget_s = float(self.cfg.get("timing_budget_s") or 0.0)
         with self.stages("warmup"):
             call_s = self.warm_up(fresh_sets(k), math.ceil(self.cfg["warmup"] / k))
-            if budget_s > 0:  # a fixed schedule keeps its requested calls in MIN_TIMED_BATCHES batches
+            # Sized by time on GPUs only: there the protocol's cost is a millisecond against calls of
+            # microseconds; on the CPU calls take milliseconds. A fixed schedule keeps its requested
+            # calls in MIN_TIMED_BATCHES batches.
+            if budget_s > 0 and self.on_gpu:
                 k = self.batch_size(dims, seed, call_s)
         min_pairs = max(timing_stats.MIN_PAIRS if budget_s > 0 else 1, math.ceil(self.cfg["iters"] / k))
         # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge
