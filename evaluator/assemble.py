@@ -120,9 +120,10 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
     if complete and all(s.get("solution_us") for s in reports):
         batch = reports[0]["batch"]
         calls = batch["calls"]
-        solution = results.timing([s["solution_us"] for s in reports], calls)
-        reference = results.timing([s["reference_us"] for s in reports], calls)
-        ratio = timing_stats.speedup([s["reference_us"] for s in reports], [s["solution_us"] for s in reports])
+        across = reports[0]["across_ranks_us"]  # the same in every rank's report
+        solution = results.timing([s["solution_us"] for s in reports], calls, across["solution"])
+        reference = results.timing([s["reference_us"] for s in reports], calls, across["reference"])
+        ratio = timing_stats.paired_ratio(across["reference"], across["solution"])
         if ratio is not None:
             speedup, speedup_interval = ratio.value, [ratio.low, ratio.high]
         timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],

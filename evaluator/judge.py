@@ -65,15 +65,25 @@ def draw_inputs(problem: LoadedProblem, rank: int, world: int, dims: dict, seed:
 
 
 def fixed_cost_ns(rows: list[tuple[int, int, int]]) -> int:
-    """The protocol's cost per batch on one rank: the median null batch."""
+    """The protocol's cost per batch: the median null batch."""
     column = sorted(r[2] for r in rows)
     return column[len(column) // 2]
 
 
 def per_call_us(rows: list[tuple[int, int, int]], calls: int) -> tuple[list[float], list[float]]:
-    """One rank's (reference, solution) time per call in each pair, less the fixed cost."""
+    """(reference, solution) time per call in each pair of `rows` (reference ns, solution ns,
+    null ns), less the fixed cost."""
     fixed = fixed_cost_ns(rows)
     return ([max(0, r[0] - fixed) / calls / 1e3 for r in rows], [max(0, r[1] - fixed) / calls / 1e3 for r in rows])
+
+
+def across_ranks(stamps: list[tuple[tuple[int, int], ...]]) -> tuple[int, ...]:
+    """One pair's batch times for the problem, from every rank's (start, end) clock readings per
+    batch (reference, solution, null): from the moment the last rank started until the last
+    rank's outputs were read. The ranks' judges share the host's monotonic clock. A rank that
+    starts early waits in its first collective for the others; counting that wait would add the
+    judges' start skew, which no null batch (without collectives) measures, to every batch."""
+    return tuple(max(s[i][1] for s in stamps) - max(s[i][0] for s in stamps) for i in range(len(stamps[0])))
 
 
 class Verdict(Exception):
@@ -210,6 +220,7 @@ class Batch:
         self.read: dict[str, list[Any]] = {}  # side -> outputs per call (the judge's copies)
         self.after: dict[str, list[Any]] = {}  # side -> inputs per call as the player left them
         self.ns: dict[str, int] = {}
+        self.stamps: dict[str, tuple[int, int]] = {}  # side (or "null") -> the judge's clock at start and end
         self.overflow = 0  # bytes the reference needed beyond its slots (data-dependent sizes)
 
 
@@ -228,6 +239,7 @@ class Judge:
         self.out_capacity = 0
         self.null_shapes: Any = None  # the outputs the reference's player returns from null calls
         self.staging: transport.Arena | None = None  # where a batch's inputs wait for the clock
+        self.snapshots: dict[str, transport.Arena] = {}  # the judge's copies of output slots (snapshot_of)
         self.new_groups: list[list[int]] = []
         self.reported = False
         self.where: dict[str, Any] = {"shape": None, "step": "start"}  # what runs now, for a failure's report
@@ -388,10 +400,12 @@ class Judge:
             cap = transport.aligned(max(needed, default=0)) or transport.ALIGN
             out = link.ensure_arena("out", k * cap)
             reply = link.request({"op": "deliver", "slots": [[i * cap, cap] for i in range(k)]})
-        snapshot = transport.Arena(out.data[: k * cap].clone(), -1)
+        snapshot = self.snapshot_of(out, k * cap, "null" if null else side)
         self.sync()
-        ns = time.perf_counter_ns() - t0
+        t1 = time.perf_counter_ns()
+        ns = t1 - t0
         read = [self.read_outputs(side, r, snapshot, i * cap, cap, batch) for i, r in enumerate(self._outputs(reply, k))]
+        batch.stamps["null" if null else side] = (t0, t1)
         if null:
             batch.ns["null"] = ns
             return
@@ -399,6 +413,18 @@ class Judge:
         batch.read[side] = read
         if checked:
             batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
+
+    def snapshot_of(self, out: transport.Arena, nbytes: int, key: str) -> transport.Arena:
+        """The judge's copy of a batch's output slots, in a buffer kept per side (and for null
+        batches): a fresh allocation inside the clock would add the host's page faults, whose cost
+        varies with the machine's state, to every batch. The copy is valid until that side's
+        next batch."""
+        snapshot = self.snapshots.get(key)
+        if snapshot is None or snapshot.nbytes < nbytes:
+            snapshot = self.snapshots[key] = transport.Arena.private(nbytes, self.device)
+            snapshot.data.fill_(0)  # touched now, not in the first timed batch
+        snapshot.data[:nbytes].copy_(out.data[:nbytes])
+        return snapshot
 
     def run_null(self, batch: Batch) -> int:
         """The batch again on the reference's player, with null calls: the protocol's cost
@@ -594,30 +620,34 @@ class Judge:
             if budget_s > 0 and self.on_gpu:
                 k = self.batch_size(dims, seed, call_s)
         min_pairs = max(timing_stats.MIN_PAIRS if budget_s > 0 else 1, math.ceil(self.cfg["iters"] / k))
-        # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge
+        # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge; spans: the same for the
+        # problem, across ranks (across_ranks), the same on every rank
         pairs: list[list[tuple[int, int, int]]] = [[] for _ in range(self.world)]
+        spans: list[tuple[int, ...]] = []
         t0 = time.perf_counter()
         self.where = {"shape": result["name"], "step": "timing"}
         with self.stages("timing"):
             stop = None
             while stop is None:
-                order = SIDES if len(pairs[0]) % 2 == 0 else SIDES[::-1]
+                order = SIDES if len(spans) % 2 == 0 else SIDES[::-1]
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
                 worst = max(worst, err)
                 null = self.guarded(self.run_null, batch)
                 mine = (batch.ns[Side.REFERENCE], batch.ns[Side.SOLUTION], null)
+                stamps = tuple(batch.stamps[key] for key in (Side.REFERENCE, Side.SOLUTION, "null"))
                 gathered: list[Any] = [None] * self.world
                 # Rank 0's clock decides the budget, so that every rank reads the same elapsed time.
-                dist.all_gather_object(gathered, (mine, time.perf_counter() - t0))
-                for r, (row, _elapsed) in enumerate(gathered):
+                dist.all_gather_object(gathered, (mine, stamps, time.perf_counter() - t0))
+                for r, (row, _stamps, _elapsed) in enumerate(gathered):
                     pairs[r].append(row)
-                per_call = [per_call_us(rows, k) for rows in pairs]
-                ratio = timing_stats.speedup([ref for ref, _ in per_call], [sol for _, sol in per_call])
-                stop = timing_stats.stop_reason(ratio, len(pairs[0]), gathered[0][1], budget_s,
+                spans.append(across_ranks([g[1] for g in gathered]))
+                ratio = timing_stats.paired_ratio(*per_call_us(spans, k))
+                stop = timing_stats.stop_reason(ratio, len(spans), gathered[0][2], budget_s,
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
         reference_us, solution_us = per_call_us(pairs[self.rank], k)
         result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
-        result["batch"] = {"calls": k, "batches": len(reference_us), "fixed_us": fixed_cost_ns(pairs[self.rank]) / 1e3,
+        result["across_ranks_us"] = dict(zip((Side.REFERENCE, Side.SOLUTION), per_call_us(spans, k)))
+        result["batch"] = {"calls": k, "batches": len(spans), "fixed_us": fixed_cost_ns(spans) / 1e3,
                            "stop": str(stop), "seconds": time.perf_counter() - t0}
         return worst
 

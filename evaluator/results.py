@@ -434,13 +434,16 @@ def stats(samples_us: Iterable[float], calls_per_sample: int = 1) -> RankStats:
     )
 
 
-def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1) -> Timing:
-    """Per-rank statistics. Sample i of every rank is the same batch, timed by each rank's judge:
-    the problem's time is the median over batches of the slowest rank's, a median because a
-    stall of the host on one batch must not move it (and no batch is ever measured again)."""
+def timing(per_rank_samples_us: list[list[float]], calls_per_batch: int = 1,
+           problem_samples_us: list[float] | None = None) -> Timing:
+    """Per-rank statistics, and the problem's time: the median over batches of
+    `problem_samples_us`, the judges' time of each batch across ranks (evaluator/judge.py,
+    across_ranks), or where none is given the slowest rank's. Sample i of every list is the same
+    batch. A median, because a stall of the host on one batch must not move it (and no batch is
+    ever measured again)."""
     per_rank = [stats(s, calls_per_batch) for s in per_rank_samples_us]
     slowest = max(range(len(per_rank)), key=lambda r: per_rank[r].median_us)
-    per_batch = slowest_per_batch(per_rank_samples_us)
+    per_batch = slowest_per_batch(per_rank_samples_us) if problem_samples_us is None else list(problem_samples_us)
     low, high, _coverage = median_interval(per_batch)
     return Timing(time_us=statistics.median(per_batch), per_rank=per_rank, slowest_rank=slowest,
                   interval_us=[low, high])

@@ -62,6 +62,12 @@ def player_environment(rank: int, world_size: int, mode: str, home: Path, build_
     # The ranks of one side meet over loopback, the only interface of their network namespace
     # (gloo would otherwise bind the address the host name resolves to, absent there).
     env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
+    # The C allocator keeps freed memory for reuse instead of handing it back to the system (up to
+    # its largest threshold, 32 MiB per block): on the CPU, outputs and temporaries otherwise come
+    # as fresh pages every call, and the page faults' cost, which varies with the host's state,
+    # swamped the calls (identical code read 0.58x and 0.63x on a 2-core host without this, 0.95x
+    # and 1.00x with it; bench/NOTES.md).
+    env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
     if mode == Mode.SHARED_GPU:
         # Lets symmetric-memory rendezvous accept several ranks on one device.
         env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"

@@ -104,12 +104,6 @@ def paired_ratio(reference: Sequence[float], solution: Sequence[float]) -> Ratio
     return Ratio(value, low, high, coverage, len(ratios))
 
 
-def speedup(reference_per_rank: Sequence[Sequence[float]], solution_per_rank: Sequence[Sequence[float]]) -> Ratio | None:
-    """A shape's speedup from every rank's per-call times of each pair: the paired ratio of the
-    slowest rank's times (what the judges stop on and the document reports)."""
-    return paired_ratio(slowest_per_batch(reference_per_rank), slowest_per_batch(solution_per_rank))
-
-
 def stop_reason(ratio: Ratio | None, pairs: int, elapsed_s: float, budget_s: float, max_pairs: int,
                 min_pairs: int = MIN_PAIRS, target: float = TARGET_HALF_WIDTH) -> TimingStop | None:
     """Why to stop timing now, or None to time another pair. Every judge calls it with the same
