@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from evaluator import checks, timing_stats, transport
+from evaluator.freezer import Freezer
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
@@ -239,6 +240,9 @@ class Judge:
         self.out_capacity = 0
         self.null_shapes: Any = None  # the outputs the reference's player returns from null calls
         self.staging: transport.Arena | None = None  # where a batch's inputs wait for the clock
+        root = cfg.get("solution_root")
+        self.freezer = Freezer(root) if root and self.rank == 0 else None  # see hold_solution
+        self.solution_frozen = False
         self.snapshots: dict[str, transport.Arena] = {}  # the judge's copies of output slots (snapshot_of)
         self.new_groups: list[list[int]] = []
         self.reported = False
@@ -379,6 +383,8 @@ class Judge:
         is read and checked after the clock stops. A null batch (the reference's player, with
         calls that return outputs of the right shapes at once) measures that cost: batch.ns["null"]."""
         link = self.links[side]
+        if timed:
+            self.hold_solution(side != Side.SOLUTION)
         k, cap = len(batch.sets), self.out_capacity
         two_phase = cap == 0
         if not two_phase:
@@ -413,6 +419,21 @@ class Judge:
         batch.read[side] = read
         if checked:
             batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
+
+    def hold_solution(self, frozen: bool) -> None:
+        """Before a timed batch: the solution's sandbox stopped for the reference's and the null
+        batches, running for its own (evaluator/freezer.py), changed once every rank's previous
+        batch is over. Every rank calls it at the same points, so all know the state; rank 0
+        acts on it."""
+        if frozen == self.solution_frozen:
+            return
+        dist.barrier()
+        if self.freezer is not None:
+            if frozen:
+                self.freezer.freeze()
+            else:
+                self.freezer.thaw()
+        self.solution_frozen = frozen
 
     def snapshot_of(self, out: transport.Arena, nbytes: int, key: str) -> transport.Arena:
         """The judge's copy of a batch's output slots, in a buffer kept per side (and for null
@@ -644,6 +665,7 @@ class Judge:
                 ratio = timing_stats.paired_ratio(*per_call_us(spans, k))
                 stop = timing_stats.stop_reason(ratio, len(spans), gathered[0][2], budget_s,
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
+        self.hold_solution(False)
         reference_us, solution_us = per_call_us(pairs[self.rank], k)
         result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
         result["across_ranks_us"] = dict(zip((Side.REFERENCE, Side.SOLUTION), per_call_us(spans, k)))

@@ -78,3 +78,10 @@ def test_stalls_on_some_calls_stay_in_the_time(adv):
     assert doc["status"] == "correct", adv.summary(doc)
     adv.assert_time_includes(doc, 0.8 * 4 * 5000 / 28)
     adv.assert_not_faster(doc, honest_speedup=adv.speedup(adv.honest("grad_acc_loss", **settings)))
+
+
+@pytest.mark.parametrize("variant", ["processes", "setsid"])
+def test_processes_burning_the_cpus_between_the_solutions_calls_do_not_raise_the_speedup(adv, variant):
+    doc = adv.judge("allreduce", "idle_burn", variant=variant, **adv.TIMED)
+    assert doc["status"] == "correct", adv.summary(doc)  # an honest solution: only its speedup is in question
+    adv.assert_not_faster(doc)

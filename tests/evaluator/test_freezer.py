@@ -1,0 +1,76 @@
+"""The freezer stops every process below a root (children that started sessions of their own and
+grandchildren included) and resumes them all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evaluator.freezer import Freezer, _state
+from evaluator.isolation_init import descendants
+
+# A parent that forks two spinning children, one of which starts its own session and forks a
+# spinning grandchild; the parent spins too.
+TREE = """
+import os, time
+def spin():
+    while True:
+        pass
+if os.fork() == 0:
+    spin()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        spin()
+    spin()
+print("ready", flush=True)
+spin()
+"""
+
+
+def cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@pytest.fixture
+def tree():
+    proc = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 5
+        while len(descendants(proc.pid) | {proc.pid}) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        yield proc
+    finally:
+        for pid in descendants(proc.pid) | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_every_process_below_the_root_stops_and_resumes(tree):
+    pids = descendants(tree.pid)
+    assert len(pids) == 3  # two children and a grandchild in a session of its own
+    freezer = Freezer(tree.pid)  # the root itself (a sandbox's outermost process) is left alone
+    assert freezer.freeze()
+    assert all(_state(pid) == "T" for pid in pids)
+    ticks = {pid: cpu_ticks(pid) for pid in pids}
+    time.sleep(0.3)
+    assert {pid: cpu_ticks(pid) for pid in pids} == ticks  # no CPU time while stopped
+    freezer.thaw()
+    deadline = time.monotonic() + 5
+    while any(_state(pid) == "T" for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(_state(pid) == "T" for pid in pids)
+    time.sleep(0.3)
+    assert all(cpu_ticks(pid) > ticks[pid] for pid in pids)  # running again
