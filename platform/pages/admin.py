@@ -132,7 +132,9 @@ class SubmissionAdmin(admin.ModelAdmin):
     search_fields = ("id", "problem__slug", "owner__username", "model_tag", "run_label", "sha256")
     list_select_related = ("problem", "owner")
     raw_id_fields = ("owner",)
-    readonly_fields = ("sha256", "created_at")
+    # What was judged stays as it was judged; the model tag may be corrected (its evaluations
+    # follow by trigger, submissions migration 0009).
+    readonly_fields = ("problem", "code", "sha256", "created_at")
     inlines = [EvaluationInline]
     actions = ["reevaluate", "mark_rejected"]
 

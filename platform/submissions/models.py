@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models.functions import Lower
 from django.urls import reverse
@@ -25,7 +26,8 @@ FINISHED_STATES = ("done", "failed")
 class Submission(models.Model):
     problem = models.ForeignKey(Problem, on_delete=models.PROTECT, related_name="submissions")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="submissions")
-    model_tag = models.CharField(max_length=100, db_index=True, help_text='who wrote it: "gpt-5.5", "human"')
+    model_tag = models.CharField(max_length=100, db_index=True, help_text='who wrote it: "gpt-5.5", "human"',
+                                 validators=[RegexValidator(MODEL_TAG)])
     sample_index = models.PositiveIntegerField(default=0, help_text="which of n samples, for pass@k")
     run_label = models.CharField(max_length=100, blank=True)
     backend = models.CharField(max_length=10, choices=choices(BACKENDS))
@@ -80,7 +82,8 @@ class ModelName(models.Model):
 
 class Evaluation(models.Model):
     """One run of a submission on a hardware. `problem` and `model_tag` repeat the submission's
-    (which never change) so the leaderboard and comparison queries read one table; `save()` fills them."""
+    so the leaderboard and comparison queries read one table; `save()` fills them. A submission's
+    problem never changes; a corrected model tag reaches its evaluations by trigger (migration 0009)."""
 
     submission = models.ForeignKey(Submission, on_delete=models.CASCADE, related_name="evaluations")
     hardware = models.ForeignKey(Hardware, on_delete=models.PROTECT, related_name="evaluations")

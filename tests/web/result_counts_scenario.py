@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Max
+from django.db.models import Count, F, Max
 from django.test import Client
 
 from catalog.sync import ensure_cpu_hardware, hardware_from_profile
@@ -266,6 +266,14 @@ def run() -> None:
     moved.owner = alice
     moved.save()
     h.check("a submission handed over through save()")
+
+    Submission.objects.filter(pk=h.submissions[3].pk).update(model_tag="glm")
+    h.check("a submission's model tag corrected")
+    retagged = Submission.objects.get(pk=h.submissions[4].pk)
+    retagged.model_tag = "anon"
+    retagged.save()
+    h.check("a model tag corrected through save()")
+    assert not Evaluation.objects.exclude(model_tag=F("submission__model_tag")).exists(), "stale model tags"
 
     ModelName.objects.get(name="gpt").vouched_accounts.add(carol)
     h.check("the owner vouches for another account")

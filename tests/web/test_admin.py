@@ -146,3 +146,24 @@ def test_reevaluating_never_doubles_a_run_that_has_not_finished(admin_client, ju
     assert "Queued 0 evaluations on cpu. 2 were already queued or running there and not queued again." in message
     run_action(admin_client, "reevaluate", [waiting.pk], hardware=str(h200.pk), apply="Apply")
     assert Evaluation.objects.filter(hardware=h200).count() == 1  # still queued: not queued again
+
+
+def test_a_corrected_model_tag_reaches_the_evaluations_and_what_was_judged_stays(admin_client, judged, user, problem, cpu):
+    ev = judged(user, problem, cpu, model_tag="gpt-5.5")
+    sub = ev.submission
+    page = admin_client.get(f"/admin/submissions/submission/{sub.pk}/change/").content.decode()
+    assert 'name="model_tag"' in page and 'name="code"' not in page and 'name="problem"' not in page
+    form = {
+        "owner": str(sub.owner_id), "model_tag": "gpt-5.5-mini", "sample_index": "0", "run_label": "",
+        "backend": sub.backend, "code": "def solution(x):\n    return x\n",
+        "evaluations-TOTAL_FORMS": "1", "evaluations-INITIAL_FORMS": "1", "evaluations-MIN_NUM_FORMS": "0",
+        "evaluations-MAX_NUM_FORMS": "0", "evaluations-0-id": str(ev.pk), "evaluations-0-submission": str(sub.pk),
+    }  # fmt: skip
+    refused = admin_client.post(f"/admin/submissions/submission/{sub.pk}/change/", {**form, "model_tag": "no spaces"})
+    assert refused.status_code == 200 and "model_tag" in refused.context["adminform"].form.errors
+    response = admin_client.post(f"/admin/submissions/submission/{sub.pk}/change/", form)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    sub.refresh_from_db()
+    ev.refresh_from_db()
+    assert (sub.model_tag, ev.model_tag) == ("gpt-5.5-mini", "gpt-5.5-mini")
+    assert sub.code != form["code"]  # read-only: what was judged stays
