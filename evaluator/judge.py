@@ -640,7 +640,11 @@ class Judge:
             # calls in MIN_TIMED_BATCHES batches.
             if budget_s > 0 and self.on_gpu:
                 k = self.batch_size(dims, seed, call_s)
-        min_pairs = max(timing_stats.MIN_PAIRS if budget_s > 0 else 1, math.ceil(self.cfg["iters"] / k))
+        # A fixed schedule times exactly the requested calls. With a budget, the requested calls
+        # size the batches (above) and the budget bounds the rest: where memory holds a batch to
+        # fewer calls, the pairs needed to reach `iters` calls would take a slow problem's
+        # evaluation past its time limit (80 pairs of one call each, 213 s for one shape on the CPU).
+        min_pairs = timing_stats.MIN_PAIRS if budget_s > 0 else max(1, math.ceil(self.cfg["iters"] / k))
         # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge; spans: the same for the
         # problem, across ranks (across_ranks), the same on every rank
         pairs: list[list[tuple[int, int, int]]] = [[] for _ in range(self.world)]
@@ -698,6 +702,10 @@ class Judge:
         if self.reported:
             return
         self.reported = True
+        if self.freezer is not None and self.solution_frozen:
+            # Ended while the reference was timed: the solution's processes end as they were left,
+            # not stopped (how they exit, and their stacks on a time-out, go into the document).
+            self.freezer.thaw()
         message = {"type": "final", "rank": self.rank, "stages": self.stages.seconds, "shapes": shapes or []}
         if verdict is None:
             message["status"] = Status.CORRECT

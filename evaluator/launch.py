@@ -331,6 +331,7 @@ def _dump_stacks(ranks: list[RankProcess], boxes: dict) -> None:
         r.stacks_at = _size(r.log_path)
     for pid in targets:
         try:
+            os.kill(pid, signal.SIGCONT)  # a solution's player stopped while the reference was timed
             os.kill(pid, signal.SIGUSR1)
         except ProcessLookupError:
             pass
