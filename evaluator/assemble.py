@@ -3,6 +3,7 @@ computed here, in the parent, out of the solution's reach."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from datetime import datetime, timezone
@@ -110,12 +111,19 @@ def _status(ranks, outcome, shape_names: list[str] = ()) -> tuple[Status, str, i
     return Status.CORRECT, "", None, "", None
 
 
+# Where some batches of the solution took no longer than the protocol's own cost (a tiny shape),
+# their ratios are unbounded, and so may be the interval's upper end: the shape then has none.
+UNBOUNDED = ("the solution's time was within the protocol's own cost on some batches: its speedup's "
+             "interval has no upper bound")
+
+
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
     reports = []
     for r in ranks:
         rows = [s for s in (r.final or {}).get("shapes", []) if s.get("name") == shape["name"]]
         reports.append(rows[0] if rows else None)
     complete = all(reports)
+    notes = {n for s in reports if s for n in s.get("notes", [])}
     solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
         batch = reports[0]["batch"]
@@ -125,7 +133,11 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         reference = results.timing([s["reference_us"] for s in reports], calls, across["reference"])
         ratio = timing_stats.paired_ratio(across["reference"], across["solution"])
         if ratio is not None:
-            speedup, speedup_interval = ratio.value, [ratio.low, ratio.high]
+            speedup = ratio.value
+            if math.isfinite(ratio.high):
+                speedup_interval = [ratio.low, ratio.high]
+            else:
+                notes.add(UNBOUNDED)
         timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],
                                stop=TimingStop(batch["stop"]), seconds=batch["seconds"])
     if complete:
@@ -139,7 +151,7 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         correct=True if complete else (False if status == Status.INCORRECT else None),
         max_abs_error=max((s["max_abs_error"] for s in reports if s), default=None),
         solution=solution, reference=reference, speedup=speedup, roofline=roof, digests=digests,
-        notes=sorted({n for s in reports if s for n in s.get("notes", [])}),
+        notes=sorted(notes),
         speedup_interval=speedup_interval, timing_run=timing_run,
     )
 
