@@ -212,6 +212,9 @@ class Link:
         return arena
 
 
+TIMED_KEYS = (Side.REFERENCE, Side.SOLUTION, "null")  # a timed pair's batches, in the rows' order
+
+
 class Batch:
     """K calls on K input sets: what both sides run, the judge's record of what it wrote, and
     what it read back."""
@@ -220,9 +223,12 @@ class Batch:
         self.sets = sets
         self.read: dict[str, list[Any]] = {}  # side -> outputs per call (the judge's copies)
         self.after: dict[str, list[Any]] = {}  # side -> inputs per call as the player left them
-        self.ns: dict[str, int] = {}
         self.stamps: dict[str, tuple[int, int]] = {}  # side (or "null") -> the judge's clock at start and end
         self.overflow = 0  # bytes the reference needed beyond its slots (data-dependent sizes)
+
+    def ns(self, key: str) -> int:
+        start, end = self.stamps[key]
+        return end - start
 
 
 class Judge:
@@ -381,7 +387,7 @@ class Judge:
         complete (one copy each way: the protocol's cost inside the window is two copies, two
         messages and, per call, the player's copy of its outputs into their slot). The snapshot
         is read and checked after the clock stops. A null batch (the reference's player, with
-        calls that return outputs of the right shapes at once) measures that cost: batch.ns["null"]."""
+        calls that return outputs of the right shapes at once) measures that cost: batch.ns("null")."""
         link = self.links[side]
         if timed:
             self.hold_solution(side != Side.SOLUTION)
@@ -408,14 +414,10 @@ class Judge:
             reply = link.request({"op": "deliver", "slots": [[i * cap, cap] for i in range(k)]})
         snapshot = self.snapshot_of(out, k * cap, "null" if null else side)
         self.sync()
-        t1 = time.perf_counter_ns()
-        ns = t1 - t0
+        batch.stamps["null" if null else side] = (t0, time.perf_counter_ns())
         read = [self.read_outputs(side, r, snapshot, i * cap, cap, batch) for i, r in enumerate(self._outputs(reply, k))]
-        batch.stamps["null" if null else side] = (t0, t1)
         if null:
-            batch.ns["null"] = ns
             return
-        batch.ns[side] = ns
         batch.read[side] = read
         if checked:
             batch.after[side] = [checks.clone_tree(transport.decode_inputs(t, arena_in, None, self.device)) for t in trees]
@@ -447,7 +449,7 @@ class Judge:
         snapshot.data[:nbytes].copy_(out.data[:nbytes])
         return snapshot
 
-    def run_null(self, batch: Batch) -> int:
+    def run_null(self, batch: Batch) -> None:
         """The batch again on the reference's player, with null calls: the protocol's cost
         (writing the inputs, two messages, the loop, each output's copy into its slot and the
         judge's read of it), which the timed batches subtract. The reference's player runs only
@@ -457,7 +459,6 @@ class Judge:
             self.links[Side.REFERENCE].request({"op": "null", "outputs": shapes})
             self.null_shapes = shapes
         self.run_side(Side.REFERENCE, batch, timed=True, checked=False, null=True)
-        return batch.ns["null"]
 
     def _outputs(self, reply: dict, k: int) -> list:
         outputs = reply.get("outputs")
@@ -587,7 +588,7 @@ class Judge:
             batch = Batch(sets)
             for side in SIDES if b % 2 == 0 else SIDES[::-1]:
                 self.guarded(self.run_side, side, batch, False, False)
-                fastest[side] = min(fastest[side], batch.ns[side] / 1e9 / len(sets))
+                fastest[side] = min(fastest[side], batch.ns(side) / 1e9 / len(sets))
             elapsed = [time.perf_counter() - t0]
             dist.broadcast_object_list(elapsed, src=0)
             if elapsed[0] >= WARMUP_BUDGET_S:
@@ -645,9 +646,9 @@ class Judge:
         # fewer calls, the pairs needed to reach `iters` calls would take a slow problem's
         # evaluation past its time limit (80 pairs of one call each, 213 s for one shape on the CPU).
         min_pairs = timing_stats.MIN_PAIRS if budget_s > 0 else max(1, math.ceil(self.cfg["iters"] / k))
-        # pairs[r] = (reference ns, solution ns, null ns) of rank r's judge; spans: the same for the
-        # problem, across ranks (across_ranks), the same on every rank
-        pairs: list[list[tuple[int, int, int]]] = [[] for _ in range(self.world)]
+        # own: (reference ns, solution ns, null ns) of each pair on this rank's clock; spans: the same
+        # for the problem, across ranks (across_ranks), the same on every rank
+        own: list[tuple[int, ...]] = []
         spans: list[tuple[int, ...]] = []
         t0 = time.perf_counter()
         self.where = {"shape": result["name"], "step": "timing"}
@@ -657,20 +658,17 @@ class Judge:
                 order = SIDES if len(spans) % 2 == 0 else SIDES[::-1]
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
                 worst = max(worst, err)
-                null = self.guarded(self.run_null, batch)
-                mine = (batch.ns[Side.REFERENCE], batch.ns[Side.SOLUTION], null)
-                stamps = tuple(batch.stamps[key] for key in (Side.REFERENCE, Side.SOLUTION, "null"))
+                self.guarded(self.run_null, batch)
+                own.append(tuple(batch.ns(key) for key in TIMED_KEYS))
                 gathered: list[Any] = [None] * self.world
                 # Rank 0's clock decides the budget, so that every rank reads the same elapsed time.
-                dist.all_gather_object(gathered, (mine, stamps, time.perf_counter() - t0))
-                for r, (row, _stamps, _elapsed) in enumerate(gathered):
-                    pairs[r].append(row)
-                spans.append(across_ranks([g[1] for g in gathered]))
+                dist.all_gather_object(gathered, (tuple(batch.stamps[key] for key in TIMED_KEYS), time.perf_counter() - t0))
+                spans.append(across_ranks([stamps for stamps, _elapsed in gathered]))
                 ratio = timing_stats.paired_ratio(*per_call_us(spans, k))
-                stop = timing_stats.stop_reason(ratio, len(spans), gathered[0][2], budget_s,
+                stop = timing_stats.stop_reason(ratio, len(spans), gathered[0][1], budget_s,
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
         self.hold_solution(False)
-        reference_us, solution_us = per_call_us(pairs[self.rank], k)
+        reference_us, solution_us = per_call_us(own, k)
         result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
         result["across_ranks_us"] = dict(zip((Side.REFERENCE, Side.SOLUTION), per_call_us(spans, k)))
         result["batch"] = {"calls": k, "batches": len(spans), "fixed_us": fixed_cost_ns(spans) / 1e3,
