@@ -32,43 +32,47 @@ from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, evaluat
 from evaluator.loading import pkb_reference_file  # noqa: E402
 
 
-def _jobs(args) -> list[tuple[str, str | None, str]]:
-    """(problem, shape name or None for a --pkb-root base shape, the solution's source)."""
+def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
+    """(problem, its shape names, None for every shape or a --pkb-root base shape, the solution's source).
+    A problem's shapes are judged in one evaluation, as the platform does: its wall time is the
+    problem's, and the players start once."""
     if args.pkb_root:
         root = Path(args.pkb_root)
-        jobs = []
-        for number in args.problems.split(","):
-            path = pkb_reference_file(root, int(number))
-            jobs.append((number, None, path.read_text()))
-        return jobs
+        return [(n, None, pkb_reference_file(root, int(n)).read_text()) for n in args.problems.split(",")]
     ids = args.problems.split(",") if args.problems else list(tasks.problems())
     jobs = []
     for pid in ids:
         problem = tasks.get(pid)
         if args.world_size not in problem.world_sizes:
             continue
-        names = [s.name for s in problem.shapes] if args.shapes == "all" else (
+        names = None if args.shapes == "all" else (
             [problem.default_shape.name] if args.shapes == "default" else [args.shapes])
-        jobs += [(pid, name, tasks.reference_source(pid)) for name in names]
+        jobs.append((pid, names, tasks.reference_source(pid)))
     return jobs
 
 
-def measure(problem: str, shape: str | None, code: str, budget_s: float, args) -> dict:
+def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, args) -> list[dict]:
+    """One evaluation of the problem; a row per shape, each carrying the evaluation's wall time."""
     t0 = time.perf_counter()
     doc = evaluate(EvaluationRequest(
         problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
-        shapes=[shape] if shape else None, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
+        shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
         warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
     ))  # fmt: skip
-    row = {"problem": problem, "shape": shape or "base", "status": doc["status"], "reason": doc["reason"],
-           "wall_s": time.perf_counter() - t0, "budget_s": budget_s}  # fmt: skip
-    s = doc["shapes"][0] if doc["shapes"] else None
-    if doc["status"] == "correct" and s and s["speedup"] is not None:
-        low, high = s["speedup_interval"]
-        run = s["timing_run"]
-        row.update(reference_us=s["reference"]["time_us"], speedup=s["speedup"], low=low, high=high,
-                   pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"])
-    return row
+    wall_s = time.perf_counter() - t0
+    base = {"problem": problem, "status": doc["status"], "reason": doc["reason"], "wall_s": wall_s, "budget_s": budget_s}
+    if not doc["shapes"]:
+        return [{**base, "shape": ",".join(shapes) if shapes else "all"}]
+    rows = []
+    for s in doc["shapes"]:
+        row = {**base, "shape": s["name"]}
+        if doc["status"] == "correct" and s["speedup"] is not None:
+            low, high = s["speedup_interval"] or (0.0, float("inf"))
+            run = s["timing_run"]
+            row.update(reference_us=s["reference"]["time_us"], speedup=s["speedup"], low=low, high=high,
+                       pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"])
+        rows.append(row)
+    return rows
 
 
 def report(rows: list[dict], fixed: dict, console: Console) -> None:
@@ -136,13 +140,13 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
 
-    for p, s, code in track(jobs, description=f"{args.mode}, world {args.world_size}"):
-        rows.append(measure(p, s, code, args.budget, args))
+    for p, shapes, code in track(jobs, description=f"{args.mode}, world {args.world_size}"):
+        rows += measure(p, shapes, code, args.budget, args)
         save()
     if args.compare_fixed:
-        for p, s, code in track(jobs, description="fixed schedule"):
-            row = measure(p, s, code, 0.0, args)
-            fixed[(row["problem"], row["shape"])] = row
+        for p, shapes, code in track(jobs, description="fixed schedule"):
+            for row in measure(p, shapes, code, 0.0, args):
+                fixed[(row["problem"], row["shape"])] = row
             save()
     report(rows, fixed, Console(width=160))
     sys.exit(0 if all(r["status"] == "correct" for r in rows) else 1)

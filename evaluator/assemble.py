@@ -115,6 +115,7 @@ def _status(ranks, outcome, shape_names: list[str] = ()) -> tuple[Status, str, i
 # their ratios are unbounded, and so may be the interval's upper end: the shape then has none.
 UNBOUNDED = ("the solution's time was within the protocol's own cost on some batches: its speedup's "
              "interval has no upper bound")
+FLUSHED = "diagnostic run: each player wrote {mib:g} MiB before every call to push the inputs out of the L2 cache"
 
 
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
@@ -124,6 +125,8 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         reports.append(rows[0] if rows else None)
     complete = all(reports)
     notes = {n for s in reports if s for n in s.get("notes", [])}
+    if req.flush_l2_mib:
+        notes.add(FLUSHED.format(mib=req.flush_l2_mib))
     solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
         batch = reports[0]["batch"]

@@ -398,7 +398,7 @@ class Judge:
             out.data[: k * cap].fill_(CANARY)
         trees, used = self.stage_inputs(link, batch.sets)
         arena_in = link.arenas["in"]
-        link.request({"op": "prepare", "null": null, "calls": [
+        link.request({"op": "prepare", "null": null, "flush_mib": self.cfg.get("flush_l2_mib") or 0, "calls": [
             {"args": tree, "slot": None if two_phase else [i * cap, cap]} for i, tree in enumerate(trees)]})
         self.sync()
         if timed:

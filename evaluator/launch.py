@@ -67,6 +67,9 @@ class EvaluationRequest:
     timing_budget_s: float = DEFAULT_TIMING_BUDGET_S  # 0: exactly `iters` timed calls per side
     pkb_root: str | None = None
     build_dir: str | None = None
+    # A diagnostic (bench/l2_policy.py), never the leaderboard's policy: each player writes this many
+    # MiB before every call, to push the inputs out of the GPU's L2. A solution's player could skip it.
+    flush_l2_mib: float = 0.0
     selfcheck: dict | None = field(default=None, repr=False)  # internal: problems and seed, see evaluator.selfcheck
     # False only for someone judging their own file on the command line: players then run without
     # namespaces (same limits and clean-up), and the result says so.
@@ -83,6 +86,8 @@ class EvaluationRequest:
             raise ValueError("timeout must be positive")
         if not 0 <= self.timing_budget_s < self.timeout_s:
             raise ValueError("the timing budget must be >= 0 and below the timeout")
+        if not 0 <= self.flush_l2_mib <= 4096:
+            raise ValueError("flush_l2_mib must be between 0 and 4096")
 
 
 def _seed(secret: bytes, *parts: Any) -> int:
@@ -221,6 +226,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "store": str(workdir / "store"), "player_stores": {side: sides[side]["store"] for side in SIDES},
                 "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
+                "flush_l2_mib": req.flush_l2_mib,
                 "solution_root": boxes["solution"].host_pid,
             }
             lines = [json.dumps(config)] + [

@@ -36,6 +36,7 @@ class Player:
         self.prepared: list[tuple[Any, Any]] = []
         self.null = None  # what a null call returns (op_null)
         self.call_null = False
+        self.flush: torch.Tensor | None = None  # written before every call when the judge asks (flush_mib)
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -86,6 +87,9 @@ class Player:
         """Views of the next batch's inputs, made before the judge starts its clock and writes
         them (the arena still holds older bytes), so that timed calls run back to back."""
         self.call_null = bool(msg.get("null"))
+        flush_bytes = int(float(msg.get("flush_mib") or 0) * 2**20)
+        if (self.flush.numel() if self.flush is not None else 0) != flush_bytes:
+            self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=self.device) if flush_bytes else None
         arena_in = self.arenas.get("in")
         self.prepared = [(transport.decode_inputs(call["args"], arena_in, self.groups, self.device), call.get("slot"))
                          for call in msg["calls"]]
@@ -99,6 +103,8 @@ class Player:
         replies = []
         self.pending = []
         for args, slot in prepared:
+            if self.flush is not None:
+                self.flush.zero_()
             out = fn(*args)
             if slot is None:
                 self.pending.append(out)

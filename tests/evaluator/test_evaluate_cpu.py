@@ -266,3 +266,29 @@ def test_a_cost_paid_on_some_calls_stays_in_the_time():
     assert doc["status"] == "correct", doc["reason"]
     assert doc["shapes"][0]["solution"]["per_rank"][0]["iterations"] == 30
     assert doc["shapes"][0]["solution"]["time_us"] > 50_000 / 3 * 0.9
+
+
+FLUSH_SEEN = """
+
+import gc as _gc
+
+_reference_solution = solution
+
+
+def solution(*inputs):
+    players = [o for o in _gc.get_objects() if type(o).__name__ == "Player" and hasattr(o, "flush")]
+    sizes = {p.flush.numel() if p.flush is not None else 0 for p in players}
+    if sizes != {3 * 2**20}:
+        raise RuntimeError(f"flush buffer sizes {sizes}")
+    return _reference_solution(*inputs)
+"""
+
+
+def test_the_l2_flush_diagnostic_writes_its_buffer_before_calls_and_says_so():
+    """bench/l2_policy.py's option: each player keeps a buffer of the size asked for (the solution
+    looks for it in its own process), and the document notes the diagnostic."""
+    doc = run("allgather", reference("allgather") + FLUSH_SEEN, flush_l2_mib=3)
+    assert doc["status"] == "correct", doc["reason"]
+    assert any("diagnostic run" in n for n in doc["shapes"][0]["notes"])
+    plain = run("allgather", reference("allgather") + FLUSH_SEEN)
+    assert plain["status"] == "runtime_error" and "flush buffer sizes" in plain["reason"]
