@@ -78,7 +78,7 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
 def report(rows: list[dict], fixed: dict, console: Console) -> None:
     table = Table(title="reference against an identical copy of itself")
     for col in ("problem", "shape", "status", "reference us", "speedup", "95% interval", "holds 1", "pairs",
-                "wall s", "fixed wall s"):
+                "problem wall s", "fixed wall s"):
         table.add_column(col, justify="left" if col in ("problem", "shape", "status") else "right")
     for r in rows:
         f = fixed.get((r["problem"], r["shape"]))
