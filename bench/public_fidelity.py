@@ -22,11 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
-from evaluator.launch import EvaluationRequest, evaluate  # noqa: E402
+from evaluator.launch import EvaluationRequest, EvaluatorError, evaluate  # noqa: E402
 from evaluator.loading import pkb_reference_file  # noqa: E402
 
 
@@ -77,16 +78,21 @@ def main() -> None:
     rows = []
     for label, request in track(jobs(args), description=f"{args.what} ({args.mode}, W={args.world_size})"):
         t0 = time.perf_counter()
-        doc = evaluate(EvaluationRequest(**request))
+        try:  # a judge that fails (out of memory on a problem's inputs, say) ends this problem only
+            doc = evaluate(EvaluationRequest(**request))
+        except EvaluatorError as exc:
+            doc = {"status": "evaluator_error", "reason": str(exc)}
         rows.append({"problem": label, "status": doc["status"], "reason": doc.get("reason") or "",
                      "wall_s": round(time.perf_counter() - t0, 1)})
+        if args.json:  # after every problem: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(rows, indent=1))
 
     console = Console(width=200)
     table = Table(title=f"{args.what}: mode {args.mode}, world {args.world_size}")
     for column in ("problem", "status", "wall s", "reason"):
         table.add_column(column)
     for row in rows:
-        table.add_row(row["problem"], row["status"], f"{row['wall_s']:.1f}", row["reason"][:150])
+        table.add_row(row["problem"], row["status"], f"{row['wall_s']:.1f}", escape(row["reason"][:150]))
     console.print(table)
     correct = sum(row["status"] == "correct" for row in rows)
     console.print(f"{correct} of {len(rows)} correct")

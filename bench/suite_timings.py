@@ -24,11 +24,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
-from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, evaluate  # noqa: E402
+from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, EvaluatorError, evaluate  # noqa: E402
 from evaluator.loading import pkb_reference_file  # noqa: E402
 
 
@@ -54,11 +55,14 @@ def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
 def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, args) -> list[dict]:
     """One evaluation of the problem; a row per shape, each carrying the evaluation's wall time."""
     t0 = time.perf_counter()
-    doc = evaluate(EvaluationRequest(
-        problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
-        shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
-        warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
-    ))  # fmt: skip
+    try:  # a judge that fails (out of memory on a problem's inputs, say) ends this problem only
+        doc = evaluate(EvaluationRequest(
+            problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
+            shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
+            warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
+        ))  # fmt: skip
+    except EvaluatorError as exc:
+        doc = {"status": "evaluator_error", "reason": str(exc), "shapes": []}
     wall_s = time.perf_counter() - t0
     base = {"problem": problem, "status": doc["status"], "reason": doc["reason"], "wall_s": wall_s, "budget_s": budget_s}
     if not doc["shapes"]:
@@ -111,7 +115,7 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
                       f"total {sum(a for a, _ in pairs):.0f} s / {sum(b for _, b in pairs):.0f} s")
     for r in rows:
         if r["status"] != "correct":
-            console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {r['reason']}")
+            console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {escape(r['reason'])}")
 
 
 def main() -> None:

@@ -221,13 +221,15 @@ def cmd_selfcheck(args, console: Console) -> int:
         table.add_column(col)
     ok = True
     for pid, row in report["problems"].items():
-        good = row["reference"] == Status.CORRECT and row["perturbed"] == Status.INCORRECT
+        skipped = row["reference"] == "skipped"
+        good = skipped or (row["reference"] == Status.CORRECT and row["perturbed"] == Status.INCORRECT)
         ok &= good
-        table.add_row(pid, row["reference"], row["perturbed"], row.get("reason", "")[:100], style=None if good else "red")
+        table.add_row(pid, row["reference"], row["perturbed"], escape(row.get("reason", "")[:100]),
+                      style="dim" if skipped else None if good else "red")
     console.print(table)
     console.print(f"seed {report['seed']} (--seed {report['seed']} draws the same inputs again)")
     if report.get("error"):
-        console.print(f"[red]{report['error']}")
+        console.print(f"[red]{escape(report['error'])}")
         ok = False
     return EXIT_CORRECT if ok else EXIT_FAILED
 

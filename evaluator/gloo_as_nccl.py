@@ -10,6 +10,10 @@ Public-suite references rely on five of them:
 - `reduce` leaving the buffers of ranks other than the destination unchanged (gloo leaves partial
   sums there).
 
+And in shared-gpu mode, point-to-point calls (send, recv, isend, irecv, and so batch_isend_irecv)
+and list `all_to_all` on GPU tensors: gloo's transport writes from and reads into host memory only
+(a GPU pointer kills the process with "writev: Bad address"), so those go through host copies.
+
 Anything else goes to gloo unchanged, and a call NCCL would refuse is still refused by gloo. The
 solution can undo this (it runs in the same process), which only changes how its own calls behave.
 """
@@ -35,6 +39,54 @@ class _Done:
 
     def is_success(self) -> bool:
         return True
+
+
+class _HostCopied:
+    """The work handle of a point-to-point call made on a host copy: keeps the copy alive until the
+    call completes, and for a receive copies it into the caller's tensor on `wait`."""
+
+    def __init__(self, work: Any, host: torch.Tensor, into: torch.Tensor | None = None):
+        self.work, self.host, self.into = work, host, into
+
+    def wait(self, timeout: Any = None) -> bool:
+        done = self.work.wait() if timeout is None else self.work.wait(timeout)
+        if self.into is not None:
+            self.into.copy_(self.host)
+            self.into = None
+        return done
+
+    def is_completed(self) -> bool:
+        return self.work.is_completed()
+
+    def is_success(self) -> bool:
+        return self.work.is_success()
+
+
+def _on_device(t: torch.Tensor) -> bool:
+    """Whether gloo's transport cannot read or write `t` where it is."""
+    return t.device.type != "cpu"
+
+
+def _host_p2p(fn, receives: bool, returns_work: bool):
+    """`fn` (send, recv, isend or irecv) through a host copy of a GPU tensor."""
+    signature = inspect.signature(fn)
+
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        tensor = bound.arguments["tensor"]
+        if not _on_device(tensor):
+            return fn(*bound.args, **bound.kwargs)
+        host = torch.empty(tensor.shape, dtype=tensor.dtype) if receives else tensor.cpu()
+        bound.arguments["tensor"] = host
+        result = fn(*bound.args, **bound.kwargs)
+        if returns_work:
+            return _HostCopied(result, host, tensor if receives else None) if result is not None else None
+        if receives:
+            tensor.copy_(host)
+        return result
+
+    call.__name__, call.__doc__, call.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return call
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor | None:
@@ -96,7 +148,8 @@ def _uneven_all_to_all(fn):
         outputs, inputs = bound.arguments["output_tensor_list"], bound.arguments["input_tensor_list"]
         shapes = {t.shape for t in (*outputs, *inputs)}
         dtypes = {t.dtype for t in (*outputs, *inputs)}
-        if len(shapes) <= 1 or len(dtypes) != 1:
+        on_device = any(_on_device(t) for t in (*outputs, *inputs))
+        if (len(shapes) <= 1 and not on_device) or len(dtypes) != 1:
             return fn(*bound.args, **bound.kwargs)
         # One all_to_all_single over the flattened tensors, with each peer's element count.
         sent = torch.cat([t.reshape(-1) for t in inputs])
@@ -130,13 +183,17 @@ def _root_only_reduce(fn):
 
 
 def install() -> None:
-    """Replace the five collectives in torch.distributed (both names every caller can reach)."""
+    """Replace those calls in torch.distributed (both names every caller can reach)."""
     replacements = {
         "all_gather_into_tensor": _regrouped(c10d.all_gather_into_tensor, "output_tensor", "input_tensor", large="output_tensor"),
         "reduce_scatter_tensor": _regrouped(c10d.reduce_scatter_tensor, "output", "input", large="input"),
         "all_gather": _uneven_all_gather(c10d.all_gather),
         "all_to_all": _uneven_all_to_all(c10d.all_to_all),
         "reduce": _root_only_reduce(c10d.reduce),
+        "send": _host_p2p(c10d.send, receives=False, returns_work=False),
+        "recv": _host_p2p(c10d.recv, receives=True, returns_work=False),
+        "isend": _host_p2p(c10d.isend, receives=False, returns_work=True),
+        "irecv": _host_p2p(c10d.irecv, receives=True, returns_work=True),
     }
     for name, replacement in replacements.items():
         setattr(c10d, name, replacement)

@@ -33,7 +33,13 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
         )
         req.validate()
         shapes = [{"name": shape or "", "dims": {}, "default": True}]
-        ranks, outcome, report["wall_s"] = run_ranks(req, {"kind": "selfcheck"}, shapes, lambda stage, detail: None)
+        checked: dict[str, dict] = {}  # rows as rank 0 sends them: a launch cut short keeps them
+
+        def keep_row(stage: str, detail: dict) -> None:
+            if isinstance(detail.get("row"), dict) and detail.get("problem") in runnable:
+                checked[detail["problem"]] = detail["row"]
+
+        ranks, outcome, report["wall_s"] = run_ranks(req, {"kind": "selfcheck"}, shapes, keep_row)
         if outcome["tampered"]:
             raise EvaluatorError(outcome["tampered"])
         final = ranks[0].final
@@ -42,6 +48,12 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
 
             status, reason, _, detail, _ = _status(ranks, outcome)
             report["error"] = f"{status}: {reason}\n{detail}\n{_log_tail(ranks)}"
+            stuck = next((pid for pid in runnable if pid not in checked), None)
+            for pid in runnable:
+                checked.setdefault(pid, {"reference": status if pid == stuck else "not reached",
+                                         "perturbed": "not reached",
+                                         "reason": reason if pid == stuck else "an earlier problem ended the launch"})
+            report["problems"] = checked
         else:
             report["problems"] = final["selfcheck"]
     for pid in ids:
@@ -92,6 +104,7 @@ def run_rank(j) -> None:
                     row["reason"] = f"{variant}: rank {verdict.origin}: {verdict.reason}"
             row[variant] = status
         outcome[pid] = row
+        j.progress(f"{pid} checked", problem=pid, row=row)
     j.channel.send({"type": "final", "rank": j.rank, "status": Status.CORRECT, "selfcheck": outcome, "shapes": []})
 
 

@@ -4,6 +4,7 @@ perturbed copy of it fails, at world 2 and 4; metadata is complete; the docs tab
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,20 @@ def test_docs_table_is_current():
     expected = markdown_table(tasks.problems().values())
     assert (ROOT / "docs" / "problems.md").read_text() == expected, (
         "docs/problems.md is stale: python -m evaluator problems --markdown > docs/problems.md")
+
+
+def test_a_launch_cut_short_keeps_the_problems_checked_before_it(tmp_path):
+    """ring_attention's large shape takes minutes on the CPU: the time limit ends the launch
+    there, and the report (and the command's table, which prints the ranks' stack dumps as text)
+    still holds allreduce's rows."""
+    from evaluator.cli import EXIT_FAILED, main
+
+    out = tmp_path / "report.json"
+    code = main(["selfcheck", "--problems", "allreduce,ring_attention,allgather", "--world-size", "2",
+                 "--shape", "large", "--trials", "1", "--timeout", "45", "--json", str(out)])
+    report = json.loads(out.read_text())
+    assert code == EXIT_FAILED
+    assert report["problems"]["allreduce"] == {"reference": "correct", "perturbed": "incorrect"}
+    assert report["problems"]["ring_attention"]["reference"] == "timeout"
+    assert report["problems"]["allgather"]["reference"] == "not reached"
+    assert "ring_attention" in report["error"]

@@ -63,6 +63,26 @@ def _collectives(rank: int, store: str, out_dir: str) -> None:
         dist.reduce(group_buffer, group=pair, group_dst=1)
         results["reduce_in_group"] = group_buffer
 
+    # Point-to-point as the GPU path runs it: every tensor treated as out of gloo's reach, so the
+    # calls go through host copies (on CPU tensors here, where both paths can be checked).
+    for through_host in (False, True):
+        gloo_as_nccl._on_device = (lambda t: True) if through_host else (lambda t: False)
+        right, left = (rank + 1) % WORLD, (rank - 1) % WORLD
+        got = torch.empty(3)
+        works = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((3,), float(rank)), right),
+                                        dist.P2POp(dist.irecv, got, left)])
+        for work in works:
+            work.wait()
+        blocking = torch.empty(2)
+        if rank == 0:
+            dist.send(torch.tensor([7.0, 8.0]), dst=1)
+        elif rank == 1:
+            dist.recv(blocking, src=0)
+        same_shape = [torch.empty(2) for _ in range(WORLD)]
+        dist.all_to_all(same_shape, [torch.full((2,), float(10 * rank + p)) for p in range(WORLD)])
+        results[f"p2p_host_{through_host}"] = (got, blocking if rank == 1 else None, same_shape)
+    gloo_as_nccl._on_device = lambda t: t.device.type != "cpu"
+
     try:
         dist.all_gather_into_tensor(torch.empty(WORLD * 6 + 1), x)
         results["wrong_size"] = "accepted"
@@ -112,6 +132,16 @@ def test_reduce_leaves_other_ranks_buffers_unchanged(gathered):
     assert gathered[0]["reduce"].tolist() == [1.0] * 4 and gathered[2]["reduce"].tolist() == [3.0] * 4
     assert gathered[2]["reduce_in_group"].tolist() == [5.0] * 4  # group rank 1 is global rank 2
     assert gathered[1]["reduce_in_group"].tolist() == [2.0] * 4
+
+
+@pytest.mark.parametrize("through_host", [False, True])
+def test_point_to_point_and_all_to_all_through_host_copies(gathered, through_host):
+    for rank, results in enumerate(gathered):
+        got, blocking, same_shape = results[f"p2p_host_{through_host}"]
+        assert got.tolist() == [float((rank - 1) % WORLD)] * 3
+        if rank == 1:
+            assert blocking.tolist() == [7.0, 8.0]
+        assert [t.tolist() for t in same_shape] == [[float(10 * p + rank)] * 2 for p in range(WORLD)]
 
 
 NCCL_STYLE = {
