@@ -16,17 +16,29 @@ def make_inputs(ctx):
     return (q, k, v, None, True, None)
 
 
+# Scores are made for this many (query, key) pairs at a time: at world 1 the large shape's block
+# holds 32768 x 32768 pairs per head, 32 GiB at once in fp32.
+SCORE_CHUNK = 1 << 26
+
+
 def _block_attention(q, k, v, scale: float, diagonal: bool):
     """Attention of the local queries over one block of keys, in fp32: the normalised output
     (B, NH, Sq, D) and the log-sum-exp of the scores (B, NH, Sq, 1). `diagonal`: the block holds
-    the same tokens as the queries, so each query sees only the keys up to itself."""
+    the same tokens as the queries, so each query sees only the keys up to itself. Queries go in
+    chunks of rows (each row's softmax is its own), so memory stays bounded at any length."""
     qh, kh, vh = (t.transpose(1, 2).float() for t in (q, k, v))
-    scores = torch.matmul(qh, kh.transpose(-2, -1)) * scale
-    if diagonal:
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    return torch.matmul(torch.exp(scores - lse), vh), lse
+    keys = kh.shape[-2]
+    rows = max(1, SCORE_CHUNK // (qh.shape[0] * qh.shape[1] * keys))
+    outs, lses = [], []
+    for start in range(0, qh.shape[-2], rows):
+        scores = torch.matmul(qh[..., start : start + rows, :], kh.transpose(-2, -1)) * scale
+        if diagonal:
+            row = torch.arange(start, start + scores.shape[-2], device=scores.device)[:, None]
+            scores = scores.masked_fill(torch.arange(keys, device=scores.device) > row, float("-inf"))
+        lse = torch.logsumexp(scores, dim=-1, keepdim=True)
+        outs.append(torch.matmul(torch.exp(scores - lse), vh))
+        lses.append(lse)
+    return torch.cat(outs, dim=-2), torch.cat(lses, dim=-2)
 
 
 @torch.no_grad()

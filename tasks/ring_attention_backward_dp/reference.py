@@ -1,6 +1,8 @@
 import torch
 import torch.distributed as dist
 
+from tasks.ring_attention.reference import SCORE_CHUNK, _block_attention  # queries in chunks: bounded memory
+
 # Process groups per (default group, DP size); new_group is collective, so build them once.
 _GROUPS: dict[tuple[int, int], tuple] = {}
 # Scores q.k/sqrt(D) of standard deviation 2, as in the forward problems: attention on a few dozen
@@ -46,27 +48,31 @@ def make_inputs(ctx):
     q = q_all[cp_rank].contiguous()
     keys = k_all.transpose(0, 1).reshape(d["B"], cp * local, d["NH"], d["D"])
     values = v_all.transpose(0, 1).reshape(d["B"], cp * local, d["NH"], d["D"])
-    qh, kh, vh = (t.transpose(1, 2).float() for t in (q, keys, values))
-    scores = torch.matmul(qh, kh.transpose(-2, -1)) * d["D"] ** -0.5
-    lse = torch.logsumexp(scores, dim=-1)
-    out = torch.matmul(torch.softmax(scores, dim=-1), vh).transpose(1, 2).to(q.dtype).contiguous()
+    out, lse = _block_attention(q, keys, values, d["D"] ** -0.5, diagonal=False)
+    out, lse = out.transpose(1, 2).to(q.dtype).contiguous(), lse.squeeze(-1)
     k, v = k_all[cp_rank].contiguous(), v_all[cp_rank].contiguous()
     return (dout, q, k, v, out, lse, None, False, cp_group, dp_group)
 
 
 def _block_gradients(dout, q, k, v, lse, row_dot, scale: float, diagonal: bool):
     """The gradients of attention through one key/value block, in fp32, heads-first (B, NH, S, D):
-    dq's part from this block, and dk, dv of the block's keys and values from the local queries."""
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if diagonal:
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    probs = torch.exp(scores - lse)
-    dscores = probs * (torch.matmul(dout, v.transpose(-2, -1)) - row_dot)
-    dq = torch.matmul(dscores, k) * scale
-    dk = torch.matmul(dscores.transpose(-2, -1), q) * scale
-    dv = torch.matmul(probs.transpose(-2, -1), dout)
-    return dq, dk, dv
+    dq's part from this block, and dk, dv of the block's keys and values from the local queries.
+    Queries go in chunks of rows, as in the forward pass, so memory stays bounded."""
+    keys = k.shape[-2]
+    rows = max(1, SCORE_CHUNK // (q.shape[0] * q.shape[1] * keys))
+    dqs, dk, dv = [], 0.0, 0.0
+    for start in range(0, q.shape[-2], rows):
+        part = slice(start, start + rows)
+        scores = torch.matmul(q[..., part, :], k.transpose(-2, -1)) * scale
+        if diagonal:
+            row = torch.arange(start, start + scores.shape[-2], device=scores.device)[:, None]
+            scores = scores.masked_fill(torch.arange(keys, device=scores.device) > row, float("-inf"))
+        probs = torch.exp(scores - lse[..., part, :])
+        dscores = probs * (torch.matmul(dout[..., part, :], v.transpose(-2, -1)) - row_dot[..., part, :])
+        dqs.append(torch.matmul(dscores, k) * scale)
+        dk = dk + torch.matmul(dscores.transpose(-2, -1), q[..., part, :]) * scale
+        dv = dv + torch.matmul(probs.transpose(-2, -1), dout[..., part, :])
+    return torch.cat(dqs, dim=-2), dk, dv
 
 
 @torch.no_grad()

