@@ -19,9 +19,12 @@ def solution(*inputs):
 """
 
 
-# The wait's length (us) is substituted for WAIT_US. On a GPU the sleep kernel counts clock
-# cycles, and the clock moves with load: each call measures its sleep with events and the next
-# call corrects the cycle count, so that the sleeps last the wait once the calls run at speed.
+# The wait's length (us) is substituted for WAIT_US. On a GPU the wait is a sleep kernel alone: a
+# host spin beside it (as first written) made the host, with the sleep's bookkeeping, the slower
+# side of a call whose reference is GPU-bound, and a 200 us wait read 254-290 us on an H100. The
+# sleep kernel counts clock cycles, and the clock moves with load: each sleep is measured with a
+# pair of events (kept, not made anew per call), and a later call corrects the cycle count, so
+# that the sleeps last the wait once the calls run at speed. Without a GPU the wait is a spin.
 _WAIT = """
 
 import time as _time
@@ -30,19 +33,22 @@ import torch as _torch
 
 _reference_solution = solution
 _WAIT_NS = int(WAIT_US * 1000)
-_sleep = {"cycles": 100_000, "events": None}
+_sleep = {"cycles": 100_000, "events": None, "measuring": False}
 
 
 def _gpu_wait():
-    events = _sleep["events"]
-    if events is not None and events[1].query():
-        measured_ns = events[0].elapsed_time(events[1]) * 1e6
+    if _sleep["events"] is None:
+        _sleep["events"] = (_torch.cuda.Event(enable_timing=True), _torch.cuda.Event(enable_timing=True))
+    start, end = _sleep["events"]
+    if _sleep["measuring"] and end.query():
+        measured_ns = start.elapsed_time(end) * 1e6
         _sleep["cycles"] = max(1000, int(_sleep["cycles"] * min(2.0, max(0.5, _WAIT_NS / measured_ns))))
-    if events is None or events[1].query():
-        events = _sleep["events"] = (_torch.cuda.Event(enable_timing=True), _torch.cuda.Event(enable_timing=True))
-        events[0].record()
+        _sleep["measuring"] = False
+    if not _sleep["measuring"]:
+        start.record()
         _torch.cuda._sleep(_sleep["cycles"])
-        events[1].record()
+        end.record()
+        _sleep["measuring"] = True
     else:
         _torch.cuda._sleep(_sleep["cycles"])
 
@@ -51,12 +57,12 @@ def solution(*inputs):
     out = _reference_solution(*inputs)
     if _torch.cuda.is_initialized():
         _gpu_wait()
+        return out
     end = _time.perf_counter_ns() + _WAIT_NS
     while _time.perf_counter_ns() < end:
         pass
     return out
 """
-
 
 
 def repeated(problem: str, times: int) -> str:
@@ -68,7 +74,7 @@ def repeated(problem: str, times: int) -> str:
 
 
 def waiting(problem: str, wait_us: float) -> str:
-    """The reference followed by a wait of `wait_us` per call: a spin on the host clock and, on a
-    GPU, a sleep kernel of the same length, so that each call takes that much longer whichever of
-    host and GPU sets the pace of back-to-back calls."""
+    """The reference followed by a wait of `wait_us` per call: on a GPU a sleep kernel of that
+    length (a GPU-bound call takes that much longer; a call whose host side is the slower one
+    hides part of it), without one a spin on the host clock."""
     return tasks.reference_source(problem) + _WAIT.replace("WAIT_US", repr(float(wait_us)))

@@ -4,14 +4,12 @@ solution's time is the reference's plus that length). The timing protocol must r
 unsubtracted cost per call would pull the first toward 1, a timer that misses deferred work would
 lose the second.
 
-The wait runs on the host (a spin on the clock) and, on GPUs, also on the GPU (a sleep kernel of
-the same length): whichever of host and GPU sets the pace of back-to-back calls, each call then
-takes exactly the wait longer.
+On a GPU the wait is a sleep kernel (evaluator/calibration.py): the GPU problems below are
+GPU-bound, so each call takes exactly the wait longer. On the CPU it is a spin on the host clock.
 
 In cpu mode (gloo on a shared host) the intervals are wide; there the test is that they hold the
 true value. On a GPU in gpu mode the point estimates must be close: 0.50 +- 0.015, and the wait
-within 5% of its length (what the sleep kernel's launch adds to a host-bound call), on every
-shape."""
+within 5% of its length, on every shape."""
 
 from __future__ import annotations
 
@@ -43,11 +41,18 @@ def wait_interval(shape: dict) -> tuple[float, float]:
 CPU = {"warmup": 3, "iters": 80, "trials": 1, "timeout_s": 240}
 
 
+def widened(point: float, low: float, high: float, factor: float = 1.5) -> tuple[float, float]:
+    """A 95% interval made 1.5 times as wide about its point: a test that the 95% interval holds the
+    true value fails one run in twenty by construction (seen in CI); this one, about one in 300."""
+    return point - factor * (point - low), point + factor * (high - point)
+
+
 @pytest.mark.slow
 def test_calling_the_reference_twice_gives_an_interval_that_holds_one_half_on_cpu():
     doc = judged("allgather", calibration.repeated("allgather", 2), "cpu", 2, ["default"], **CPU)
-    low, high = doc["shapes"][0]["speedup_interval"]
-    assert low <= 0.5 <= high, doc["shapes"][0]
+    shape = doc["shapes"][0]
+    low, high = widened(shape["speedup"], *shape["speedup_interval"])
+    assert low <= 0.5 <= high, (shape["speedup"], shape["speedup_interval"], shape["timing_run"])
 
 
 @pytest.mark.slow
