@@ -125,7 +125,7 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         reports.append(rows[0] if rows else None)
     complete = all(reports)
     notes = {n for s in reports if s for n in s.get("notes", [])}
-    if req.flush_l2_mib:
+    if req is not None and req.flush_l2_mib:
         notes.add(FLUSHED.format(mib=req.flush_l2_mib))
     solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
