@@ -85,3 +85,27 @@ def test_processes_burning_the_cpus_between_the_solutions_calls_do_not_raise_the
     doc = adv.judge("allreduce", "idle_burn", variant=variant, **adv.TIMED)
     assert doc["status"] == "correct", adv.summary(doc)  # an honest solution: only its speedup is in question
     adv.assert_not_faster(doc)
+
+
+def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_it(adv):
+    """attacks/skip_l2_flush.py drops its own player's flush buffer. Where the judge asks for the
+    flush (the diagnostic, straight through EvaluationRequest), that alone makes the reference's
+    calls far slower than the solution's; a worker's request, built from the broker's payload,
+    never carries the setting, whatever the payload says."""
+    from evaluator.worker import Job
+
+    flushed = adv.judge("allreduce", "skip_l2_flush", **adv.TIMED, flush_l2_mib=64)
+    reference_us = flushed["shapes"][0]["reference"]["time_us"]
+    assert adv.solution_us(flushed) * adv.SPEED_MARGIN[flushed["mode"]] < reference_us, (
+        f"the attack should gain where the flush is on: reference {reference_us} us, {adv.summary(flushed)}")
+    job = Job.from_payload({
+        "evaluation": 1, "token": "t", "problem": "allreduce", "code": "", "world_size": adv.DEFAULT_WORLD,
+        "mode": adv.DEFAULT_MODE, "profile": None,
+        "settings": {**adv.TIMED, "flush_l2_mib": 64, "sandboxed": False},
+    })  # fmt: skip
+    kwargs = job.request_kwargs()
+    assert "flush_l2_mib" not in kwargs and kwargs["sandboxed"] is True
+    settings = {k: kwargs[k] for k in Job.REQUEST_SETTINGS if k in kwargs}
+    doc = adv.judge("allreduce", "skip_l2_flush", **settings)
+    assert doc["status"] == "correct", adv.summary(doc)
+    adv.assert_not_faster(doc)
