@@ -38,7 +38,7 @@ def test_gradients_in_chunks_of_rows_equal_gradients_at_once(monkeypatch, diagon
     out, lse = forward._block_attention(*(t.transpose(1, 2) for t in (q, k, v)), 0.3, diagonal)
     row_dot = (dout * out).sum(dim=-1, keepdim=True)
     whole = backward._block_gradients(dout, q, k, v, lse, row_dot, 0.3, diagonal)
-    monkeypatch.setattr(backward, "SCORE_CHUNK", 2 * 3 * 37 * 4)
+    monkeypatch.setattr(forward, "SCORE_CHUNK", 2 * 3 * 37 * 4)  # the one rule both passes chunk by
     chunked = backward._block_gradients(dout, q, k, v, lse, row_dot, 0.3, diagonal)
     for got, want in zip(chunked, whole):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -21,20 +21,30 @@ def make_inputs(ctx):
 SCORE_CHUNK = 1 << 26
 
 
+def query_chunks(q, keys: int, diagonal: bool):
+    """The heads-first queries' rows (q: (B, NH, Sq, D)) in chunks whose scores against `keys` keys
+    hold at most SCORE_CHUNK pairs: (the chunk's rows, and where `diagonal` the mask of the keys
+    each row must not see, else None). Each row's softmax is its own, so chunks change nothing."""
+    step = max(1, SCORE_CHUNK // (q.shape[0] * q.shape[1] * keys))
+    for start in range(0, q.shape[-2], step):
+        rows = slice(start, min(start + step, q.shape[-2]))
+        future = None
+        if diagonal:
+            row = torch.arange(rows.start, rows.stop, device=q.device)[:, None]
+            future = torch.arange(keys, device=q.device) > row
+        yield rows, future
+
+
 def _block_attention(q, k, v, scale: float, diagonal: bool):
     """Attention of the local queries over one block of keys, in fp32: the normalised output
     (B, NH, Sq, D) and the log-sum-exp of the scores (B, NH, Sq, 1). `diagonal`: the block holds
-    the same tokens as the queries, so each query sees only the keys up to itself. Queries go in
-    chunks of rows (each row's softmax is its own), so memory stays bounded at any length."""
+    the same tokens as the queries, so each query sees only the keys up to itself."""
     qh, kh, vh = (t.transpose(1, 2).float() for t in (q, k, v))
-    keys = kh.shape[-2]
-    rows = max(1, SCORE_CHUNK // (qh.shape[0] * qh.shape[1] * keys))
     outs, lses = [], []
-    for start in range(0, qh.shape[-2], rows):
-        scores = torch.matmul(qh[..., start : start + rows, :], kh.transpose(-2, -1)) * scale
-        if diagonal:
-            row = torch.arange(start, start + scores.shape[-2], device=scores.device)[:, None]
-            scores = scores.masked_fill(torch.arange(keys, device=scores.device) > row, float("-inf"))
+    for rows, future in query_chunks(qh, kh.shape[-2], diagonal):
+        scores = torch.matmul(qh[..., rows, :], kh.transpose(-2, -1)) * scale
+        if future is not None:
+            scores = scores.masked_fill(future, float("-inf"))
         lse = torch.logsumexp(scores, dim=-1, keepdim=True)
         outs.append(torch.matmul(torch.exp(scores - lse), vh))
         lses.append(lse)

@@ -1,7 +1,7 @@
 import torch
 import torch.distributed as dist
 
-from tasks.ring_attention.reference import SCORE_CHUNK, _block_attention  # queries in chunks: bounded memory
+from tasks.ring_attention.reference import _block_attention, query_chunks  # queries in chunks: bounded memory
 
 # Process groups per (default group, DP size); new_group is collective, so build them once.
 _GROUPS: dict[tuple[int, int], tuple] = {}
@@ -58,20 +58,16 @@ def _block_gradients(dout, q, k, v, lse, row_dot, scale: float, diagonal: bool):
     """The gradients of attention through one key/value block, in fp32, heads-first (B, NH, S, D):
     dq's part from this block, and dk, dv of the block's keys and values from the local queries.
     Queries go in chunks of rows, as in the forward pass, so memory stays bounded."""
-    keys = k.shape[-2]
-    rows = max(1, SCORE_CHUNK // (q.shape[0] * q.shape[1] * keys))
     dqs, dk, dv = [], 0.0, 0.0
-    for start in range(0, q.shape[-2], rows):
-        part = slice(start, start + rows)
-        scores = torch.matmul(q[..., part, :], k.transpose(-2, -1)) * scale
-        if diagonal:
-            row = torch.arange(start, start + scores.shape[-2], device=scores.device)[:, None]
-            scores = scores.masked_fill(torch.arange(keys, device=scores.device) > row, float("-inf"))
-        probs = torch.exp(scores - lse[..., part, :])
-        dscores = probs * (torch.matmul(dout[..., part, :], v.transpose(-2, -1)) - row_dot[..., part, :])
+    for rows, future in query_chunks(q, k.shape[-2], diagonal):
+        scores = torch.matmul(q[..., rows, :], k.transpose(-2, -1)) * scale
+        if future is not None:
+            scores = scores.masked_fill(future, float("-inf"))
+        probs = torch.exp(scores - lse[..., rows, :])
+        dscores = probs * (torch.matmul(dout[..., rows, :], v.transpose(-2, -1)) - row_dot[..., rows, :])
         dqs.append(torch.matmul(dscores, k) * scale)
-        dk = dk + torch.matmul(dscores.transpose(-2, -1), q[..., part, :]) * scale
-        dv = dv + torch.matmul(probs.transpose(-2, -1), dout[..., part, :])
+        dk = dk + torch.matmul(dscores.transpose(-2, -1), q[..., rows, :]) * scale
+        dv = dv + torch.matmul(probs.transpose(-2, -1), dout[..., rows, :])
     return torch.cat(dqs, dim=-2), dk, dv
 
 
