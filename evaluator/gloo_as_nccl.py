@@ -140,7 +140,9 @@ def _uneven_all_gather(fn):
     return all_gather
 
 
-def _uneven_all_to_all(fn):
+def _flattened_all_to_all(fn):
+    """List `all_to_all` as one `all_to_all_single`, where gloo's own would refuse: tensors of
+    different sizes per peer, or GPU tensors (shared-gpu)."""
     signature = inspect.signature(fn)
 
     def all_to_all(*args, **kwargs):
@@ -188,7 +190,7 @@ def install() -> None:
         "all_gather_into_tensor": _regrouped(c10d.all_gather_into_tensor, "output_tensor", "input_tensor", large="output_tensor"),
         "reduce_scatter_tensor": _regrouped(c10d.reduce_scatter_tensor, "output", "input", large="input"),
         "all_gather": _uneven_all_gather(c10d.all_gather),
-        "all_to_all": _uneven_all_to_all(c10d.all_to_all),
+        "all_to_all": _flattened_all_to_all(c10d.all_to_all),
         "reduce": _root_only_reduce(c10d.reduce),
         "send": _host_p2p(c10d.send, receives=False, returns_work=False),
         "recv": _host_p2p(c10d.recv, receives=True, returns_work=False),
