@@ -74,9 +74,21 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
             low, high = s["speedup_interval"] or (None, None)  # none: the shape's note says why
             run = s["timing_run"]
             row.update(reference_us=s["reference"]["time_us"], speedup=s["speedup"], low=low, high=high,
-                       pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"])
+                       pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"],
+                       by_order=by_order(run["pairs_us"]), pairs_us=run["pairs_us"])
         rows.append(row)
     return rows
+
+
+def by_order(pairs_us: list[list[float]]) -> tuple[float | None, float | None]:
+    """The median speedup of the pairs that ran the reference first (even pairs), and of those that
+    ran the solution first: identical code reads 1.0 in both unless the order itself costs time."""
+
+    def median_ratio(pairs: list[list[float]]) -> float | None:
+        ratios = [ref / sol for ref, sol in pairs if sol > 0]
+        return statistics.median(ratios) if ratios else None
+
+    return median_ratio(pairs_us[0::2]), median_ratio(pairs_us[1::2])
 
 
 def _holds(row: dict) -> bool:
@@ -85,21 +97,22 @@ def _holds(row: dict) -> bool:
 
 def report(rows: list[dict], fixed: dict, console: Console) -> None:
     table = Table(title="reference against an identical copy of itself")
-    for col in ("problem", "shape", "status", "reference us", "speedup", "95% interval", "holds 1", "pairs",
-                "problem wall s", "fixed wall s"):
+    for col in ("problem", "shape", "status", "reference us", "speedup", "95% interval", "holds 1",
+                "reference first / second", "pairs", "problem wall s", "fixed wall s"):
         table.add_column(col, justify="left" if col in ("problem", "shape", "status") else "right")
     for r in rows:
         f = fixed.get((r["problem"], r["shape"]))
         fixed_wall = f"{f['wall_s']:.1f}" if f else "-"
         if "speedup" not in r:
-            table.add_row(r["problem"], r["shape"], r["status"], "", "", "", "", "", f"{r['wall_s']:.1f}", fixed_wall)
+            table.add_row(r["problem"], r["shape"], r["status"], "", "", "", "", "", "", f"{r['wall_s']:.1f}", fixed_wall)
             continue
         bounded = r["low"] is not None
         interval, holds = (f"{r['low']:.3f}-{r['high']:.3f}", "yes" if _holds(r) else "[red]no") if bounded else (
             "unbounded", "[red]-")
         table.add_row(
             r["problem"], r["shape"], r["status"], f"{r['reference_us']:.1f}", f"{r['speedup']:.3f}",
-            interval, holds, f"{r['pairs']} {r['stop']}", f"{r['wall_s']:.1f}", fixed_wall,
+            interval, holds, " / ".join("-" if v is None else f"{v:.3f}" for v in r["by_order"]),
+            f"{r['pairs']} {r['stop']}", f"{r['wall_s']:.1f}", fixed_wall,
         )
     console.print(table)
     timed = [r for r in rows if "speedup" in r]

@@ -142,7 +142,8 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
             else:
                 notes.add(UNBOUNDED)
         timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],
-                               stop=TimingStop(batch["stop"]), seconds=batch["seconds"])
+                               stop=TimingStop(batch["stop"]), seconds=batch["seconds"],
+                               pairs_us=[[round(r, 3), round(s, 3)] for r, s in zip(across["reference"], across["solution"])])
     if complete:
         digests = Digests(solution=[s["digest_solution"] for s in reports],
                           reference=[s["digest_reference"] for s in reports])

@@ -22,10 +22,10 @@ from typing import Any, TypedDict
 
 from evaluator.timing_stats import TimingStop, median_interval, slowest_per_batch
 
-SCHEMA = "pkb.result/3"
-# Older shapes still read: /1 lacked the timing intervals, /2 the failure's whereabouts (fields that
-# default to None here).
-READABLE_SCHEMAS = ("pkb.result/1", "pkb.result/2", SCHEMA)
+SCHEMA = "pkb.result/4"
+# Older shapes still read: /1 lacked the timing intervals, /2 the failure's whereabouts, /3 the
+# timed pairs' samples (fields that default to None here).
+READABLE_SCHEMAS = ("pkb.result/1", "pkb.result/2", "pkb.result/3", SCHEMA)
 LOG_TAIL_CHARS = 16_000
 
 
@@ -155,6 +155,13 @@ class TimingRun:
     fixed_us: float  # the protocol's cost per batch (the median null batch), subtracted from every batch
     stop: TimingStop
     seconds: float  # wall time the timed pairs took
+    # Each timed pair's time per call, across ranks and less the fixed cost: [reference, solution],
+    # in the order timed. Pair i ran the reference first when i is even (the sides alternate).
+    pairs_us: list[list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.pairs_us is None or (len(self.pairs_us) == self.pairs and all(len(p) == 2 for p in self.pairs_us)),
+                 "pairs_us must hold [reference, solution] for each of the pairs")
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -266,6 +267,12 @@ def test_a_cost_paid_on_some_calls_stays_in_the_time():
     assert doc["status"] == "correct", doc["reason"]
     assert doc["shapes"][0]["solution"]["per_rank"][0]["iterations"] == 30
     assert doc["shapes"][0]["solution"]["time_us"] > 50_000 / 3 * 0.9
+    # Every timed pair's samples are in the document, and the headline times are their medians.
+    shape = doc["shapes"][0]
+    pairs_us = shape["timing_run"]["pairs_us"]
+    assert len(pairs_us) == shape["timing_run"]["pairs"] == 30 // shape["timing_run"]["calls_per_batch"]
+    for i, side in enumerate(("reference", "solution")):
+        assert statistics.median(p[i] for p in pairs_us) == pytest.approx(shape[side]["time_us"], abs=1e-3)
 
 
 FLUSH_SEEN = """

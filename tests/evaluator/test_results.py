@@ -23,7 +23,7 @@ def rank_stats(median: float) -> dict:
 
 # As `python -m evaluator run --problem allgather --mode cpu --shape small --hardware h100` writes it.
 CPU_DOC = {
-    "schema": "pkb.result/3", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
+    "schema": "pkb.result/4", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
     "mode": "cpu", "world_size": 2, "hardware": "h100", "timings_meaningful": False,
     "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0, "timing_budget_s": 2.0},
     "shapes": [{
@@ -39,7 +39,8 @@ CPU_DOC = {
         "digests": {"solution": [DIGEST, DIGEST], "reference": [DIGEST, DIGEST]},
         "notes": [],
         "speedup_interval": [0.69, 0.77],
-        "timing_run": {"calls_per_batch": 1, "pairs": 34, "fixed_us": 517.82, "stop": "budget", "seconds": 2.04},
+        "timing_run": {"calls_per_batch": 1, "pairs": 3, "fixed_us": 517.82, "stop": "budget", "seconds": 2.04,
+                       "pairs_us": [[1128.4, 1553.9], [1101.2, 1549.0], [1140.0, 1601.3]]},
     }],
     "summary": {"correct": True, "speedup": 0.7261736138238248, "utilization": None, "solution_us": 1553.897,
                 "reference_us": 1128.399, "speedup_interval": [0.70, 0.75]},
@@ -103,6 +104,22 @@ def test_a_second_schema_document_reads_without_a_failure():
     del old["failure"]
     written = Result.from_dict(old).to_dict()
     assert written["schema"] == SCHEMA and written["failure"] is None
+
+
+def test_a_third_schema_document_reads_without_the_pairs_samples():
+    old = copy.deepcopy(CPU_DOC)
+    old["schema"] = "pkb.result/3"
+    del old["shapes"][0]["timing_run"]["pairs_us"]
+    written = Result.from_dict(old).to_dict()
+    assert written["schema"] == SCHEMA and written["shapes"][0]["timing_run"]["pairs_us"] is None
+
+
+@pytest.mark.parametrize("pairs_us", [[[1.0, 2.0]], [[1.0, 2.0], [1.0], [3.0, 4.0]]], ids=["too-few", "not-a-pair"])
+def test_the_pairs_samples_hold_one_pair_per_timed_pair(pairs_us):
+    doc = copy.deepcopy(CPU_DOC)
+    doc["shapes"][0]["timing_run"]["pairs_us"] = pairs_us
+    with pytest.raises(InvalidResult, match="pairs_us"):
+        Result.from_dict(doc)
 
 
 def test_the_failure_names_one_of_the_shapes_and_only_for_a_failed_evaluation():
