@@ -18,33 +18,6 @@ def solution(*inputs):
     return _reference_solution(*inputs)
 """
 
-# The same with a cache flush before each repeat: on a GPU the second call of a pair otherwise finds
-# its inputs in L2 and runs faster than the first (an H100 read 0.54 for "twice" where the inputs
-# fit in L2, 0.50 where they did not). Judged with the evaluator's flush of the same size before
-# every call, each of the solution's calls then starts cold, as the reference's does, and costs
-# exactly twice the reference's.
-_REPEATED_FLUSHED = """
-
-import torch as _torch
-
-_reference_solution = solution
-_flush = []
-
-
-def _flush_cache(inputs):
-    if not _flush:  # on the device of the first tensor input
-        device = next((x.device for x in inputs if isinstance(x, _torch.Tensor)), _torch.device("cpu"))
-        _flush.append(_torch.empty(int(FLUSH_MIB * 2**20), dtype=_torch.uint8, device=device))
-    _flush[0].zero_()
-
-
-def solution(*inputs):
-    for _ in range(TIMES - 1):
-        _reference_solution(*inputs)
-        _flush_cache(inputs)
-    return _reference_solution(*inputs)
-"""
-
 
 # The wait's length (us) is substituted for WAIT_US. On a GPU the wait is a sleep kernel alone: a
 # host spin beside it (as first written) made the host, with the sleep's bookkeeping, the slower
@@ -92,16 +65,12 @@ def solution(*inputs):
 """
 
 
-def repeated(problem: str, times: int, flush_mib: float = 0.0) -> str:
+def repeated(problem: str, times: int) -> str:
     """The reference, called `times` times per call (true speedup 1 / times; the problem must
-    leave its inputs alone). With `flush_mib`, a buffer of that size is written before each repeat
-    (judge it with the evaluator's `flush_l2_mib` of the same size)."""
+    leave its inputs alone)."""
     if times < 1:
         raise ValueError("times must be at least 1")
-    if flush_mib < 0:
-        raise ValueError("flush_mib must not be negative")
-    wrapper = _REPEATED_FLUSHED.replace("FLUSH_MIB", repr(float(flush_mib))) if flush_mib else _REPEATED
-    return tasks.reference_source(problem) + wrapper.replace("TIMES", str(int(times)))
+    return tasks.reference_source(problem) + _REPEATED.replace("TIMES", str(int(times)))
 
 
 def waiting(problem: str, wait_us: float) -> str:
