@@ -5,7 +5,7 @@ interval per run and Kendall's tau between every two runs' orders by speedup (1.
 order), and between each run and the order the submissions have by construction.
 
     python bench/rank_stability.py --mode cpu --world-size 2 --problem allgather --waits 0,2000,5000,10000,20000
-    python bench/rank_stability.py --mode gpu --world-size 1 --problem allgather --shape large --waits 0,20,50,100,200 --repeats 2,3
+    python bench/rank_stability.py --mode gpu --world-size 1 --problem fp8_reduce_scatter_grads --shape large --waits 0 --repeats 2,3,4,5
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rich.console import Console  # noqa: E402
 from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+import tasks  # noqa: E402
 from evaluator import calibration  # noqa: E402
 from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, evaluate  # noqa: E402
 
@@ -39,15 +40,31 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
     return score / len(pairs)
 
 
-def submissions(args) -> list[tuple[str, str, float]]:
-    """(label, source, how slow by construction: larger is slower)."""
+def submissions(args) -> list[tuple[str, str, str, float]]:
+    """(label, source, family, how slow by construction within the family: larger is slower). Wait 0
+    is the reference's own source, unwrapped: on a GPU even a sleep of no length costs a launch."""
     subs = []
     for wait in [float(w) for w in args.waits.split(",") if w]:
-        label = "reference" if wait == 0 else f"wait {wait:g} us"
-        subs.append((label, calibration.waiting(args.problem, wait), wait))
+        if wait == 0:
+            subs.append(("reference", tasks.reference_source(args.problem), "waits", 0.0))
+        else:
+            subs.append((f"wait {wait:g} us", calibration.waiting(args.problem, wait), "waits", wait))
     for times in [int(t) for t in args.repeats.split(",") if t]:
-        subs.append((f"called {times}x", calibration.repeated(args.problem, times), None))
+        subs.append((f"called {times}x", calibration.repeated(args.problem, times), "repeats", float(times)))
     return subs
+
+
+def construction_orders(subs: list[tuple[str, str, str, float]], ok: list[bool]) -> dict[str, list[tuple[int, float]]]:
+    """Per family with two members or more: (index, slowness) of each judged member. The reference
+    (no wait, called once) belongs to both families."""
+    orders: dict[str, list[tuple[int, float]]] = {"waits": [], "repeats": []}
+    for i, (_label, _code, family, slowness) in enumerate(subs):
+        if not ok[i]:
+            continue
+        if family == "waits" and slowness == 0:
+            orders["repeats"].append((i, 1.0))
+        orders[family].append((i, slowness))
+    return {family: members for family, members in orders.items() if len(members) >= 2}
 
 
 def main() -> None:
@@ -76,7 +93,7 @@ def main() -> None:
         task = progress.add_task("judging", total=args.runs * len(subs))
         for _ in range(args.runs):
             row = []
-            for label, code, _slowness in subs:
+            for label, code, _family, _slowness in subs:
                 t0 = time.perf_counter()
                 doc = evaluate(EvaluationRequest(problem=args.problem, solution_code=code, world_size=args.world_size,
                                                  mode=args.mode, shapes=[args.shape], **settings))
@@ -90,7 +107,7 @@ def main() -> None:
     table.add_column("submission")
     for r in range(args.runs):
         table.add_column(f"run {r + 1} speedup [95%]", justify="right")
-    for i, (label, _code, _slowness) in enumerate(subs):
+    for i, (label, _code, _family, _slowness) in enumerate(subs):
         cells = []
         for row in runs:
             e = row[i]
@@ -105,12 +122,11 @@ def main() -> None:
     scored = [[row[i]["speedup"] for i in range(len(subs)) if ok[i]] for row in runs]
     for a, b in itertools.combinations(range(args.runs), 2):
         console.print(f"Kendall tau, run {a + 1} against run {b + 1}: {kendall_tau(scored[a], scored[b]):.3f}")
-    waits = [(i, s) for i, (_l, _c, s) in enumerate(subs) if s is not None and ok[i]]
-    if len(waits) >= 2:
-        truth = [-s for _i, s in waits]  # a longer wait is slower: a lower speedup
+    for family, members in construction_orders(subs, ok).items():
+        truth = [-s for _i, s in members]  # slower by construction: a lower speedup
         for r, row in enumerate(runs):
-            console.print(f"Kendall tau, run {r + 1} against the waits' order: "
-                          f"{kendall_tau(truth, [row[i]['speedup'] for i, _s in waits]):.3f}")
+            console.print(f"Kendall tau, run {r + 1} against the {family}' order: "
+                          f"{kendall_tau(truth, [row[i]['speedup'] for i, _s in members]):.3f}")
     console.print(f"{sum(len(r) for r in runs)} evaluations in {time.perf_counter() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "runs": runs}, indent=1))

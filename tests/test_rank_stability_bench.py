@@ -25,3 +25,13 @@ def test_one_swapped_neighbour_of_five_costs_two_tenths():
 def test_one_item_has_no_pairs():
     with pytest.raises(ValueError):
         rank_stability.kendall_tau([1], [1])
+
+
+def test_the_reference_leads_both_orders_by_construction():
+    subs = [("reference", "", "waits", 0.0), ("wait 20 us", "", "waits", 20.0),
+            ("called 2x", "", "repeats", 2.0), ("called 3x", "", "repeats", 3.0)]
+    assert rank_stability.construction_orders(subs, [True] * 4) == {
+        "waits": [(0, 0.0), (1, 20.0)], "repeats": [(0, 1.0), (2, 2.0), (3, 3.0)]}
+    # A family left with one judged member has no order to compare.
+    assert rank_stability.construction_orders(subs, [True, False, True, True]) == {
+        "repeats": [(0, 1.0), (2, 2.0), (3, 3.0)]}

@@ -62,6 +62,7 @@ def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]
                 "bound": roof.get("bound"),
                 "notes": shape.get("notes") or [],
                 "per_rank": _per_rank(shape),
+                "pairs_us": (shape.get("timing_run") or {}).get("pairs_us") or [],
             }
         )
     return rows
@@ -93,6 +94,18 @@ def speedup_chart(rows: list[dict]) -> dict | None:
         "shape",
         "speedup over the reference (x)",
     )
+
+
+def pairs_chart(rows: list[dict]) -> dict | None:
+    """Each timed pair's speedup (reference time over solution time), per shape in the order timed:
+    the samples behind the median and its interval, where a drift or an order effect shows."""
+    series = {r["name"]: [ref / sol if sol > 0 else None for ref, sol in r["pairs_us"]] for r in rows if r["pairs_us"]}
+    if not series:
+        return None
+    longest = max(len(v) for v in series.values())
+    padded = {name: values + [None] * (longest - len(values)) for name, values in series.items()}
+    return charts.line(list(range(1, longest + 1)), padded, "timed pair (the reference ran first in odd ones)",
+                       "speedup of the pair (x)")
 
 
 def roofline_chart(rows: list[dict]) -> dict | None:
@@ -207,6 +220,8 @@ def evaluation_view(
         "shapes": rows,
         "speedup_chart": speedup_chart(rows) if correct else None,
         "speedup_chart_id": f"speedup-chart-{ev.pk}",
+        "pairs_chart": pairs_chart(rows) if correct else None,
+        "pairs_chart_id": f"pairs-chart-{ev.pk}",
         "roofline_chart_id": f"roofline-chart-{ev.pk}",
         "roofline_chart": roofline_chart(rows) if correct else None,
         "environment": environment,

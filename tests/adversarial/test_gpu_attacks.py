@@ -48,6 +48,8 @@ def test_outputs_written_on_a_side_stream_after_the_call_are_caught_or_timed(adv
 
 @pytest.mark.parametrize("mode_world", MODES)
 def test_outputs_written_by_a_thread_after_the_call_are_caught_or_timed(adv, mode_world):
+    if mode_world[1] < 2:
+        pytest.skip("an all-reduce of one rank leaves its input as it is: no work to write late")
     doc = run(adv, "allreduce", "late_write_thread", mode_world)
     adv.assert_not_faster(doc)
 

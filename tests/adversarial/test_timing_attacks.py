@@ -66,6 +66,10 @@ def test_a_global_torch_mode_does_not_slow_the_reference(adv, variant):
 
 
 def test_outputs_written_after_the_call_are_caught_or_timed(adv):
+    if adv.DEFAULT_WORLD < 2:
+        # Alone, the all-reduce is the identity: the thread has nothing to defer, and returning the
+        # input at once is an honest answer (an H100 in gpu mode read it 5.1x faster).
+        pytest.skip("an all-reduce of one rank leaves its input as it is: no work to write late")
     doc = adv.judge("allreduce", "late_write_thread", **adv.TIMED)
     assert doc["status"] in list(Status)
     adv.assert_not_faster(doc)
@@ -92,12 +96,12 @@ def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_
     flush (the diagnostic, straight through EvaluationRequest), that alone makes the reference's
     calls far slower than the solution's; a worker's request, built from the broker's payload,
     never carries the setting, whatever the payload says."""
-    from evaluator.worker import Job
-
     flushed = adv.judge("allreduce", "skip_l2_flush", **adv.TIMED, flush_l2_mib=64)
     reference_us = flushed["shapes"][0]["reference"]["time_us"]
     assert adv.solution_us(flushed) * adv.SPEED_MARGIN[flushed["mode"]] < reference_us, (
         f"the attack should gain where the flush is on: reference {reference_us} us, {adv.summary(flushed)}")
+    # The worker's payload handling (a host that runs the judge alone may lack the worker's broker client).
+    Job = pytest.importorskip("evaluator.worker", reason="the worker's dependencies are not installed").Job
     job = Job.from_payload({
         "evaluation": 1, "token": "t", "problem": "allreduce", "code": "", "world_size": adv.DEFAULT_WORLD,
         "mode": adv.DEFAULT_MODE, "profile": None,

@@ -98,6 +98,7 @@ def result_document(
     each shape's speedup interval is [speedup / (1 + interval), speedup * (1 + interval)]."""
     from evaluator import results
     from evaluator.results import Mode, Result, ShapeResult, Status
+    from evaluator.timing_stats import TimingStop
 
     status = Status(status)
     correct = status is Status.CORRECT
@@ -129,6 +130,12 @@ def result_document(
                 roofline=roof,
                 digests=results.Digests(solution=[digest * 64] * ranks, reference=["r" * 64] * ranks),
                 notes=[],
+                timing_run=results.TimingRun(
+                    calls_per_batch=1, pairs=3, fixed_us=10.0, stop=TimingStop.FIXED, seconds=0.1,
+                    pairs_us=[[ref_us, sol_us * f] for f in (1.0, 1.25, 0.8)],
+                )
+                if correct
+                else None,
             )
         )
     mode = Mode(ev.mode)

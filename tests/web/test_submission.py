@@ -26,8 +26,14 @@ def test_shapes_per_rank_and_charts(client, judged, user, problem, cpu):
     assert len(view["shapes"][0]["per_rank"]) == 2
     assert view["speedup_chart"]["data"]["datasets"][0]["data"] == [1.5, 2.0, 3.0]
     assert view["roofline_chart"] is None  # cpu mode: the GPU roofline does not apply (test_roofline_pages.py)
+    # Each timed pair's speedup, a line per shape: the samples behind the median.
+    pairs = view["pairs_chart"]["data"]
+    assert pairs["labels"] == [1, 2, 3]
+    assert [d["label"] for d in pairs["datasets"]] == ["small", "default", "large"]
+    assert pairs["datasets"][1]["data"] == pytest.approx([2.0, 1.6, 2.5])
     body = response.content.decode()
     assert f'id="speedup-chart-{ev.pk}"' in body and "Per-rank timings" in body
+    assert f'id="pairs-chart-{ev.pk}"' in body and "Every timed pair" in body
     assert "not meaningful" in body  # cpu mode
 
 
