@@ -195,6 +195,24 @@ def assert_not_faster(doc: dict, honest_speedup: float = 1.0, margin: float | No
     )
 
 
+def reference_us(doc: dict) -> float | None:
+    timing = doc["shapes"][0]["reference"] if doc["shapes"] else None
+    return timing["time_us"] if timing else None
+
+
+def assert_reference_not_slowed(doc: dict, honest_doc: dict) -> None:
+    """Not `correct`, or the reference's time within SPEED_MARGIN of the mode x its time in the
+    honest evaluation: for an attack that aims at the reference, and whose own process may
+    legitimately run faster (see test_a_gil_hogging_thread_does_not_slow_the_reference)."""
+    if doc["status"] != "correct":
+        return
+    margin = SPEED_MARGIN[doc["mode"]]
+    got, honest_us = reference_us(doc), reference_us(honest_doc)
+    assert got is not None and honest_us is not None and got <= margin * honest_us, (
+        f"the reference took {got} us against {honest_us} us when judged against itself: {summary(doc)}"
+    )
+
+
 def assert_time_includes(doc: dict, floor_us: float) -> None:
     """Not `correct`, or a solution time of at least `floor_us`: the time the solution provably
     spent per call (sleeping) is in its reported time, whatever it did to the clocks."""
