@@ -303,14 +303,17 @@ class Judge:
 
     def guarded(self, fn, *args):
         """Runs a step; a failure other than wrong outputs is reported at once (the other ranks'
-        players may be stuck in a collective with this one's), then all ranks agree."""
+        players may be stuck in a collective with this one's), then all ranks agree. A selfcheck
+        goes on to its next problem after a failure, unless a player process is gone: then the
+        launch cannot go on, and the report ends it (evaluator/selfcheck.py starts another)."""
         failure = None
         result = None
         try:
             result = fn(*args)
         except Verdict as verdict:
             failure = verdict
-        if failure is not None and failure.status != Status.INCORRECT and not self.cfg.get("selfcheck"):
+        if (failure is not None and failure.status != Status.INCORRECT
+                and (not self.cfg.get("selfcheck") or failure.gone is not None)):
             self.report(failure)
         self.agree(failure)
         return result

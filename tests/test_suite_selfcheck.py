@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +111,46 @@ def test_a_launch_cut_short_keeps_the_problems_checked_before_it(tmp_path):
     assert report["problems"]["ring_attention"]["reference"] == "timeout"
     assert report["problems"]["allgather"]["reference"] == "not reached"
     assert "ring_attention" in report["error"]
+
+
+def _players(rank: int) -> list[int]:
+    """The solution side's player processes of `rank` (in a selfcheck they run the references)."""
+    found = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"evaluator.player" not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            env = dict(v.split(b"=", 1) for v in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0") if b"=" in v)
+        except OSError:
+            continue
+        if env.get(b"RANK") == str(rank).encode() and b"/reference/" not in env.get(b"TORCH_EXTENSIONS_DIR", b"/reference/"):
+            found.append(int(entry))
+    return found
+
+
+def test_a_dead_player_ends_its_launch_and_the_problems_after_it_run_in_another():
+    """A player killed while rank 1 checks allgather (the gloo abort that once hung a GPU run for
+    its whole time limit): that problem reads as a runtime error at once, and the problems after
+    it are checked in a fresh launch, with the seeds they would have had in the first."""
+    ids = ["allreduce", "allgather", "broadcast", "reduce"]
+    killed: list[int] = []
+
+    def kill_rank_1(stage: str, detail: dict) -> None:
+        if stage == "allgather reference" and not killed:
+            killed.extend(_players(1))
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+
+    t0 = time.monotonic()
+    report = run_selfcheck(ids, 2, "cpu", None, trials=2, timeout_s=120, on_progress=kill_rank_1)
+    wall_s = time.monotonic() - t0
+    assert killed, "no player of rank 1 was found to kill"
+    rows = report["problems"]
+    failed = [pid for pid in ids if rows[pid]["reference"] == "runtime_error"]
+    assert len(failed) == 1 and failed[0] in ("allgather", "broadcast"), rows
+    assert "ended without answering" in rows[failed[0]]["reason"]
+    for pid in ids:
+        if pid not in failed:
+            assert rows[pid] == {"reference": "correct", "perturbed": "incorrect"}, (pid, rows[pid])
+    assert report["launches"] == 2
+    assert wall_s < 60, f"{wall_s:.0f} s: the dead player's launch waited for its time limit"
