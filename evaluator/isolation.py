@@ -52,6 +52,7 @@ class PlayerSpec:
     env: dict[str, str]  # the complete environment of the player, passed through unchanged
     fds: tuple[int, ...]  # fds open in the parent that this player inherits, at the same numbers
     log_path: Path  # the player's stdout and stderr (created here, outside the sandbox)
+    cpus: tuple[int, ...] = ()  # the CPUs it may run on (evaluator/placement.py); empty: any
 
 
 @dataclass
@@ -294,7 +295,7 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         "plan": plan,
         "cwd": os.path.abspath(spec.cwd),
         "status_fd": status_w,
-        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds)} for p in players],
+        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus)} for p in players],
     }
     argv = [*prefix, sys.executable, "-I", "-S", str(INIT), str(config_child.fileno())]
     stderr = tempfile.TemporaryFile()  # unshare's and isolation_init's own complaints, for SandboxUnavailable

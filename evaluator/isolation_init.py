@@ -226,6 +226,8 @@ def spawn(player: dict, cwd: str) -> int:
                 low = fd + 1
             os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             os.chdir(cwd)
+            if player.get("cpus"):
+                os.sched_setaffinity(0, player["cpus"])
             limit_resources()
             drop_privileges()
             os.execvpe(player["argv"][0], player["argv"], player["env"])

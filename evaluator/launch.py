@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import assemble, isolation, sandbox
+from evaluator import assemble, isolation, placement, sandbox
 from evaluator.results import SIDES, Mode, Stage, Status
 
 ProgressFn = Callable[[str, dict], None]
@@ -201,6 +201,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
         (submission / "solution.py").write_text(req.solution_code)
         targets = {"solution": {"kind": "file", "path": str(submission / "solution.py")}, "reference": source}
         sides = {side: _side_layout(req, side, workdir, build_dirs[side], submission) for side in SIDES}
+        placements = placement.for_host(req.world_size)
         for side, layout in sides.items():
             players = []
             for rank in range(req.world_size):
@@ -211,6 +212,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                     argv=[sys.executable, "-m", "evaluator.player", str(fd)],
                     env=sandbox.player_environment(rank, req.world_size, req.mode, layout["home"], build_dirs[side]),
                     fds=(fd,), log_path=workdir / f"{side}{rank}.log",
+                    cpus=placements[rank].players if placements else (),
                 ))
             try:
                 boxes[side] = isolation.start(players, layout["spec"])
@@ -237,6 +239,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 rank, req.world_size, [str(fd) for fd in fds],
                 env=sandbox.rank_environment(rank, req.world_size, req.mode, workdir),
                 cwd=workdir, log_path=workdir / f"rank{rank}.log", pass_fds=fds,
+                cpus=placements[rank].judge if placements else (),
             )
             for fd in fds:
                 os.close(fd)

@@ -83,8 +83,16 @@ def spawn_rank(
     cwd: Path,
     log_path: Path,
     pass_fds: tuple[int, ...],
+    cpus: tuple[int, ...] = (),
 ) -> subprocess.Popen:
-    """Each rank leads a new session and process group (a group cannot span sessions)."""
+    """Each rank leads a new session and process group (a group cannot span sessions). `cpus`:
+    the CPUs the judge may run on (evaluator/placement.py); empty: any."""
+
+    def before_exec() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+        limit_resources()  # the players' limits, for the judges too
+
     log = open(log_path, "wb")
     try:
         return subprocess.Popen(
@@ -96,7 +104,7 @@ def spawn_rank(
             stderr=subprocess.STDOUT,
             pass_fds=pass_fds,
             start_new_session=True,
-            preexec_fn=limit_resources,  # the players' limits, for the judges too
+            preexec_fn=before_exec,
         )
     finally:
         log.close()
