@@ -40,8 +40,10 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
                 report["problems"][pid] = {"reference": "not reached", "perturbed": "not reached",
                                            "reason": "the time limit was spent on earlier problems"}
             break
-        rows, stuck, wall_s = _launch(runnable, first, world_size, mode, shape, trials, left_s, seed, on_progress, report)
+        rows, stuck, wall_s, error = _launch(runnable, first, world_size, mode, shape, trials, left_s, seed, on_progress)
         report["problems"].update(rows)
+        if error:
+            report["error"] = f"{report['error']}\n\n{error}" if report.get("error") else error
         report["wall_s"] += wall_s
         report["launches"] += 1
         if stuck is None:
@@ -55,9 +57,10 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
 
 
 def _launch(runnable: list[str], first: int, world_size: int, mode: str, shape: str | None, trials: int,
-            timeout_s: float, seed: int, on_progress: ProgressFn | None, report: dict) -> tuple[dict, str | None, float]:
-    """One launch checking runnable[first:]: (rows, the problem that ended it early or None, wall s).
-    A launch that ended in a time-out leaves the problems after the stuck one "not reached"."""
+            timeout_s: float, seed: int, on_progress: ProgressFn | None) -> tuple[dict, str | None, float, str | None]:
+    """One launch checking runnable[first:]: (rows, the problem that ended it early or None, wall s,
+    what went wrong or None). A launch that ended in a time-out leaves the problems after the stuck
+    one "not reached"."""
     problems = runnable[first:]
     req = EvaluationRequest(
         problem="selfcheck", solution_code="", world_size=world_size, mode=mode, trials=trials, iters=0,
@@ -78,18 +81,17 @@ def _launch(runnable: list[str], first: int, world_size: int, mode: str, shape: 
         raise EvaluatorError(outcome["tampered"])
     final = ranks[0].final
     if final and "selfcheck" in final:
-        return final["selfcheck"], None, wall_s
+        return final["selfcheck"], None, wall_s, None
     from evaluator.assemble import _log_tail, _status
 
     status, reason, _, detail, _ = _status(ranks, outcome)
     stuck = next((pid for pid in problems if pid not in checked), None)
-    report.setdefault("errors", []).append(f"{stuck}: {status}: {reason}\n{detail}\n{_log_tail(ranks)}")
-    report["error"] = "\n\n".join(report["errors"])
     rows = dict(checked)
     for pid in problems:
         rows.setdefault(pid, {"reference": status if pid == stuck else "not reached", "perturbed": "not reached",
                               "reason": reason if pid == stuck else "an earlier problem ended the launch"})
-    return rows, (stuck if not outcome["timed_out"] else None), wall_s
+    error = f"{stuck}: {status}: {reason}\n{detail}\n{_log_tail(ranks)}"
+    return rows, (stuck if not outcome["timed_out"] else None), wall_s, error
 
 
 def trial_seeds(base: int, index: int, trial: int, rank: int) -> dict[str, int]:
