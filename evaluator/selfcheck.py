@@ -32,6 +32,7 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
     runnable = [pid for pid in ids if world_size in tasks.get(pid).world_sizes]
     report: dict[str, Any] = {"world_size": world_size, "mode": mode, "seed": seed, "wall_s": 0.0, "problems": {},
                               "launches": 0}
+    errors: list[str] = []  # what ended each launch that ended early
     first = 0  # index in `runnable` of the next launch's first problem (the trials' seeds follow it)
     while first < len(runnable):
         left_s = timeout_s - report["wall_s"]
@@ -42,13 +43,14 @@ def run_selfcheck(ids: list[str], world_size: int, mode: str = "cpu", shape: str
             break
         rows, stuck, wall_s, error = _launch(runnable, first, world_size, mode, shape, trials, left_s, seed, on_progress)
         report["problems"].update(rows)
-        if error:
-            report["error"] = f"{report['error']}\n\n{error}" if report.get("error") else error
+        errors += [error] if error else []
         report["wall_s"] += wall_s
         report["launches"] += 1
         if stuck is None:
             break
         first = runnable.index(stuck) + 1
+    if errors:
+        report["error"] = "\n\n".join(errors)
     for pid in ids:
         if pid not in runnable:
             report["problems"][pid] = {"reference": "skipped", "perturbed": "skipped",

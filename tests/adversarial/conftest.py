@@ -168,9 +168,17 @@ def speedup(doc: dict) -> float | None:
     return doc["shapes"][0]["speedup"] if doc["shapes"] else None
 
 
-def solution_us(doc: dict) -> float | None:
-    timing = doc["shapes"][0]["solution"] if doc["shapes"] else None
+def _time_us(doc: dict, side: str) -> float | None:
+    timing = doc["shapes"][0][side] if doc["shapes"] else None
     return timing["time_us"] if timing else None
+
+
+def solution_us(doc: dict) -> float | None:
+    return _time_us(doc, "solution")
+
+
+def reference_us(doc: dict) -> float | None:
+    return _time_us(doc, "reference")
 
 
 def summary(doc: dict) -> str:
@@ -193,11 +201,6 @@ def assert_not_faster(doc: dict, honest_speedup: float = 1.0, margin: float | No
     assert got is not None and got <= margin * honest_speedup, (
         f"speedup {got} exceeds {margin} x the honest {honest_speedup:.3g}: {summary(doc)}"
     )
-
-
-def reference_us(doc: dict) -> float | None:
-    timing = doc["shapes"][0]["reference"] if doc["shapes"] else None
-    return timing["time_us"] if timing else None
 
 
 def assert_reference_not_slowed(doc: dict, honest_doc: dict) -> None:

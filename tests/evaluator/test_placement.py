@@ -55,11 +55,11 @@ def test_pinned_players_run_on_their_ranks_cpus(monkeypatch):
     monkeypatch.setenv(placement.ENV, "1")
     (expected,) = placement.plan(1, sorted(os.sched_getaffinity(0)))
     code = tasks.reference_source("allreduce") + SEES_ITS_CPUS.replace("EXPECTED", repr(set(expected.players)))
-    doc = evaluate(EvaluationRequest(problem="allreduce", solution_code=code, world_size=1, mode="cpu",
-                                     shapes=["small"], warmup=1, iters=2, trials=1, timeout_s=60, timing_budget_s=0))
+    request = EvaluationRequest(problem="allreduce", solution_code=code, world_size=1, mode="cpu", shapes=["small"],
+                                warmup=1, iters=2, trials=1, timeout_s=60, timing_budget_s=0)
+    doc = evaluate(request)
     assert doc["status"] == "correct", doc["reason"]
-    monkeypatch.delenv(placement.ENV)
-    unpinned = evaluate(EvaluationRequest(problem="allreduce", solution_code=code, world_size=1, mode="cpu",
-                                          shapes=["small"], warmup=1, iters=2, trials=1, timeout_s=60, timing_budget_s=0))
+    monkeypatch.delenv(placement.ENV)  # read when an evaluation starts
+    unpinned = evaluate(request)
     if len(os.sched_getaffinity(0)) > 1:  # with one CPU, pinned or not is the same set
         assert unpinned["status"] == "runtime_error" and "players run on" in unpinned["reason"]
