@@ -15,10 +15,19 @@ import os
 import signal
 import time
 
+from evaluator.gpu_lock import GpuLocker
 from evaluator.isolation_init import descendants
 
-ROUNDS = 8  # scans for processes forked while the earlier ones were being stopped
-STOP_WAIT_S = 0.2  # how long to wait for every stopped process to have stopped
+# How long to wait for every stopped process to have stopped. A process stops once it leaves the
+# kernel; an honest one is never there this long, and one that stays (or cannot be signalled) makes
+# the reference's timing indefensible, which the judge reports (Judge.hold_solution).
+STOP_WAIT_S = 1.0
+# How long queued GPU work may take to finish once the solution's batch is over: the wait is
+# outside every clock, and what is still running after it would overlap the reference.
+GPU_DRAIN_MS = 2000
+
+
+STOPPED = (None, "T", "t", "Z", "X")  # stopped, traced-stopped, or gone (None: no such process)
 
 
 def _state(pid: int) -> str | None:
@@ -31,8 +40,11 @@ def _state(pid: int) -> str | None:
 
 
 class Freezer:
-    def __init__(self, root_pid: int):
+    """`gpu` (on GPU hosts): the lock that drains and holds the processes' GPU work first."""
+
+    def __init__(self, root_pid: int, gpu: GpuLocker | None = None):
         self.root = root_pid
+        self.gpu = gpu
         self.stopped: set[int] = set()
 
     def _signal(self, pids: set[int], sig: int) -> None:
@@ -42,25 +54,24 @@ class Freezer:
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def freeze(self) -> bool:
-        """Stop every process below the root; True once all are seen stopped (or gone)."""
-        for _ in range(ROUNDS):
-            new = descendants(self.root) - self.stopped
-            if not new:
-                break
-            self._signal(new, signal.SIGSTOP)
-            self.stopped |= new
+    def freeze(self) -> list[str]:
+        """Stop every process below the root, its GPU work drained first. Returns those whose GPU
+        work could not be drained or that were not seen stopped (or gone) in time, each as
+        "pid (why)": empty when all are."""
+        unheld = self.gpu.lock(descendants(self.root), GPU_DRAIN_MS) if self.gpu else []
         deadline = time.monotonic() + STOP_WAIT_S
-        waiting = set(self.stopped)
-        while waiting:
-            waiting = {pid for pid in waiting if _state(pid) not in (None, "T", "t", "Z", "X")}
-            if not waiting or time.monotonic() > deadline:
-                break
-            # Again: a tracer among them may have resumed its tracee before it was stopped itself.
-            self._signal(waiting, signal.SIGSTOP)
+        while True:
+            # Rescanned each round: children forked while their parents were being stopped, and a
+            # tracer among them that resumed its tracee before it was stopped itself.
+            running = {pid for pid in descendants(self.root) | self.stopped if _state(pid) not in STOPPED}
+            if not running or time.monotonic() > deadline:
+                return unheld + [f"{pid} (state {_state(pid)})" for pid in sorted(running)]
+            self._signal(running, signal.SIGSTOP)
+            self.stopped |= running
             time.sleep(0.0002)
-        return not waiting
 
-    def thaw(self) -> None:
+    def thaw(self) -> list[str]:
+        """Resume them (and then their GPU work). Returns those that could not be, as freeze."""
         self._signal(self.stopped | descendants(self.root), signal.SIGCONT)
         self.stopped = set()
+        return self.gpu.unlock() if self.gpu else []

@@ -32,6 +32,7 @@ import torch.distributed as dist
 
 from evaluator import checks, timing_stats, transport
 from evaluator.freezer import Freezer
+from evaluator.gpu_lock import GpuLocker, LockUnavailable
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
@@ -246,8 +247,7 @@ class Judge:
         self.out_capacity = 0
         self.null_shapes: Any = None  # the outputs the reference's player returns from null calls
         self.staging: transport.Arena | None = None  # where a batch's inputs wait for the clock
-        root = cfg.get("solution_root")
-        self.freezer = Freezer(root) if root and self.rank == 0 else None  # see hold_solution
+        self.freezer: Freezer | None = None  # rank 0's, made in start(): see hold_solution
         self.solution_frozen = False
         self.snapshots: dict[str, transport.Arena] = {}  # the judge's copies of output slots (snapshot_of)
         self.new_groups: list[list[int]] = []
@@ -269,6 +269,11 @@ class Judge:
                 self.device = torch.device("cpu")
             if self.on_gpu:
                 torch.cuda.set_device(self.device)
+            if (root := self.cfg.get("solution_root")) and self.rank == 0:
+                try:
+                    self.freezer = Freezer(root, GpuLocker() if self.on_gpu else None)
+                except LockUnavailable as exc:
+                    raise HostError(f"this host cannot hold the solution's GPU work while the reference is timed: {exc}") from None
             # The judges' own group: they coordinate among themselves, never with the players.
             dist.init_process_group("gloo", init_method=f"file://{self.cfg['store']}", rank=self.rank,
                                     world_size=self.world, timeout=timedelta(seconds=self.cfg["timeout_s"]))
@@ -433,12 +438,16 @@ class Judge:
         if frozen == self.solution_frozen:
             return
         dist.barrier()
+        failed = []
         if self.freezer is not None:
-            if frozen:
-                self.freezer.freeze()
-            else:
-                self.freezer.thaw()
+            failed = self.freezer.freeze() if frozen else self.freezer.thaw()
         self.solution_frozen = frozen
+        if failed and frozen:
+            # Whatever runs on may be slowing the reference: no speedup measured now is defensible.
+            raise Verdict(Status.REJECTED, "processes of the solution's sandbox could not be stopped while the "
+                          f"reference was timed: {', '.join(failed[:8])}")
+        if failed:
+            raise Verdict(Status.REJECTED, f"processes of the solution's sandbox could not be resumed: {', '.join(failed[:8])}")
 
     def snapshot_of(self, out: transport.Arena, nbytes: int, key: str) -> transport.Arena:
         """The judge's copy of a batch's output slots, in a buffer kept per side (and for null
@@ -733,6 +742,8 @@ class Judge:
         self.report(None, shapes)
 
     def close(self) -> None:
+        if self.freezer is not None and self.freezer.gpu is not None:
+            self.freezer.gpu.close()
         for link in self.links.values():
             try:
                 transport.send(link.sock, {"op": "exit"})

@@ -66,3 +66,10 @@ def test_slowing_the_reference_down_on_a_gpu_does_not_raise_the_speedup(adv, mod
 def test_lazy_outputs_on_a_gpu_are_caught(adv, mode_world, variant):
     doc = run(adv, "allgather", "lying_tensor", mode_world, variant=variant)
     adv.assert_not_faster(doc)
+
+
+@pytest.mark.parametrize("mode_world", MODES)
+@pytest.mark.parametrize("variant", ["one_thread", "every_sm"])
+def test_gpu_work_left_queued_between_the_solutions_batches_does_not_slow_the_reference(adv, mode_world, variant):
+    doc = run(adv, "allreduce", "gpu_idle_burn", mode_world, variant=variant)
+    adv.assert_not_faster(doc)

@@ -62,7 +62,7 @@ def test_every_process_below_the_root_stops_and_resumes(tree):
     pids = descendants(tree.pid)
     assert len(pids) == 3  # two children and a grandchild in a session of its own
     freezer = Freezer(tree.pid)  # the root itself (a sandbox's outermost process) is left alone
-    assert freezer.freeze()
+    assert freezer.freeze() == []
     assert all(_state(pid) == "T" for pid in pids)
     ticks = {pid: cpu_ticks(pid) for pid in pids}
     time.sleep(0.3)
@@ -74,3 +74,17 @@ def test_every_process_below_the_root_stops_and_resumes(tree):
     assert not any(_state(pid) == "T" for pid in pids)
     time.sleep(0.3)
     assert all(cpu_ticks(pid) > ticks[pid] for pid in pids)  # running again
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_a_process_that_does_not_stop_is_named(tree, monkeypatch):
+    """One the freezer cannot stop (here: its signals to one pid are lost, as they would be to a
+    process it may not signal) comes back by pid and state, after the wait."""
+    monkeypatch.setattr("evaluator.freezer.STOP_WAIT_S", 0.1)
+    spared = min(descendants(tree.pid))
+    freezer = Freezer(tree.pid)
+    signal_all = freezer._signal
+    monkeypatch.setattr(freezer, "_signal", lambda pids, sig: signal_all(pids - {spared}, sig))
+    assert freezer.freeze() == [f"{spared} (state R)"]
+    assert all(_state(pid) == "T" for pid in descendants(tree.pid) - {spared})
+    freezer.thaw()
