@@ -19,12 +19,12 @@ def solution(*inputs):
 """
 
 
-# The wait's length (us) is substituted for WAIT_US. On a GPU the wait is a sleep kernel alone: a
-# host spin beside it (as first written) made the host, with the sleep's bookkeeping, the slower
-# side of a call whose reference is GPU-bound, and a 200 us wait read 254-290 us on an H100. The
-# sleep kernel counts clock cycles, and the clock moves with load: each sleep is measured with a
-# pair of events (kept, not made anew per call), and a later call corrects the cycle count, so
-# that the sleeps last the wait once the calls run at speed. Without a GPU the wait is a spin.
+# The wait's length (us) is substituted for WAIT_US. A wait adds its length to every call only if
+# it holds both the host and the GPU: a sleep kernel alone runs in the GPU's idle time on a call
+# whose host side is the slower one (one H100: a 200 us sleep read 49-84 us there), and a host
+# spin alone runs beside the GPU's work on a GPU-bound call. So on a GPU the wrapper waits for the
+# call's GPU work to finish, then spins on the host clock: the call then takes the wait longer,
+# plus the synchronisation's own cost (microseconds: use waits long against it).
 _WAIT = """
 
 import time as _time
@@ -33,31 +33,12 @@ import torch as _torch
 
 _reference_solution = solution
 _WAIT_NS = int(WAIT_US * 1000)
-_sleep = {"cycles": 100_000, "events": None, "measuring": False}
-
-
-def _gpu_wait():
-    if _sleep["events"] is None:
-        _sleep["events"] = (_torch.cuda.Event(enable_timing=True), _torch.cuda.Event(enable_timing=True))
-    start, end = _sleep["events"]
-    if _sleep["measuring"] and end.query():
-        measured_ns = start.elapsed_time(end) * 1e6
-        _sleep["cycles"] = max(1000, int(_sleep["cycles"] * min(2.0, max(0.5, _WAIT_NS / measured_ns))))
-        _sleep["measuring"] = False
-    if not _sleep["measuring"]:
-        start.record()
-        _torch.cuda._sleep(_sleep["cycles"])
-        end.record()
-        _sleep["measuring"] = True
-    else:
-        _torch.cuda._sleep(_sleep["cycles"])
 
 
 def solution(*inputs):
     out = _reference_solution(*inputs)
     if _torch.cuda.is_initialized():
-        _gpu_wait()
-        return out
+        _torch.cuda.synchronize()
     end = _time.perf_counter_ns() + _WAIT_NS
     while _time.perf_counter_ns() < end:
         pass
@@ -74,7 +55,6 @@ def repeated(problem: str, times: int) -> str:
 
 
 def waiting(problem: str, wait_us: float) -> str:
-    """The reference followed by a wait of `wait_us` per call: on a GPU a sleep kernel of that
-    length (a GPU-bound call takes that much longer; a call whose host side is the slower one
-    hides part of it), without one a spin on the host clock."""
+    """The reference followed by a wait of `wait_us` per call: a spin on the host clock, after
+    the call's GPU work (if any) is done."""
     return tasks.reference_source(problem) + _WAIT.replace("WAIT_US", repr(float(wait_us)))

@@ -4,8 +4,9 @@ solution's time is the reference's plus that length). The timing protocol must r
 unsubtracted cost per call would pull the first toward 1, a timer that misses deferred work would
 lose the second.
 
-On a GPU the wait is a sleep kernel (evaluator/calibration.py): the GPU problems below are
-GPU-bound, so each call takes exactly the wait longer. On the CPU it is a spin on the host clock.
+The wait is a spin on the host clock after the call's GPU work is done (evaluator/calibration.py),
+so each call takes the wait longer whichever of host and GPU bounds it, plus the synchronisation's
+few microseconds: the GPU test's wait is long against those.
 
 In cpu mode (gloo on a shared host) the intervals are wide; there the test is that they hold the
 true value. On a GPU in gpu mode the point estimates must be close: 0.50 +- 0.015, and the wait
@@ -92,7 +93,7 @@ def test_calling_the_reference_twice_reads_one_half_on_every_shape_on_a_gpu(prob
 @needs_gpu
 @pytest.mark.parametrize("problem", GPU_PROBLEMS)
 def test_a_fixed_wait_per_call_reads_as_its_length_on_every_shape_on_a_gpu(problem):
-    wait_us = 200.0
+    wait_us = 1000.0
     doc = judged(problem, calibration.waiting(problem, wait_us), "gpu", 1, timeout_s=900)
     off = []
     for shape in doc["shapes"]:
