@@ -7,8 +7,11 @@ the evaluation's wall time, once with adaptive timing (the default budget per sh
     python bench/suite_timings.py --mode gpu --world-size 1 [--problems a,b] [--shapes all|default|NAME]
     python bench/suite_timings.py --mode cpu --world-size 2 --compare-fixed
     python bench/suite_timings.py --mode gpu --world-size 1 --pkb-root CHECKOUT --problems 9,12,13 --dims 1024,1024
+    python bench/suite_timings.py --mode gpu --world-size 1 --problems ring_attention_pp --shapes small --repeat 6
 
-Problems whose world sizes exclude --world-size are skipped. In `cpu` and `shared-gpu` modes the
+--repeat N judges each problem N times, each a fresh evaluation with new processes, and adds how
+far the evaluations' speedups spread against one evaluation's interval. Problems whose world sizes
+exclude --world-size are skipped. In `cpu` and `shared-gpu` modes the
 timings rank nothing: there the table shows how wide the intervals are.
 """
 
@@ -137,6 +140,29 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
             console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {escape(r['reason'])}")
 
 
+def report_repeats(rows: list[dict], console: Console) -> None:
+    """Per shape judged in several evaluations: how far the evaluations' point estimates spread,
+    against the width of one evaluation's interval. An offset that holds for a whole evaluation
+    (its processes) shows as a spread wider than the intervals, and as intervals that miss the
+    evaluations' pooled median."""
+    table = Table(title="the same shape in fresh evaluations")
+    for col in ("problem", "shape", "runs", "speedups", "spread", "median half-width", "intervals holding the pooled median"):
+        table.add_column(col, justify="left" if col in ("problem", "shape", "speedups") else "right")
+    shapes: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        if "speedup" in r:
+            shapes.setdefault((r["problem"], r["shape"]), []).append(r)
+    for (problem, shape), runs in shapes.items():
+        pooled = statistics.median(r["speedup"] for r in runs)
+        bounded = [r for r in runs if r["low"] is not None]
+        half = [(r["high"] - r["low"]) / 2 / r["speedup"] for r in bounded]
+        spread = max(r["speedup"] for r in runs) / min(r["speedup"] for r in runs) - 1
+        table.add_row(problem, shape, str(len(runs)), " ".join(f"{r['speedup']:.3f}" for r in runs),
+                      f"{100 * spread:.1f}%", f"{100 * statistics.median(half):.1f}%" if half else "-",
+                      f"{sum(r['low'] <= pooled <= r['high'] for r in bounded)} of {len(bounded)}")
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", default="gpu", choices=["cpu", "shared-gpu", "gpu"])
@@ -151,6 +177,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=DEFAULT_TIMING_BUDGET_S, help="timing budget per shape, s")
     parser.add_argument("--compare-fixed", action="store_true", help="also time each with the fixed schedule")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="judge each problem this many times, each a fresh evaluation with new processes")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.pkb_root and not args.problems:
@@ -163,15 +191,19 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
 
-    for p, shapes, code in track(jobs, description=f"{args.mode}, world {args.world_size}"):
-        rows += measure(p, shapes, code, args.budget, args)
+    runs = [(run, job) for job in jobs for run in range(1, args.repeat + 1)]
+    for run, (p, shapes, code) in track(runs, description=f"{args.mode}, world {args.world_size}"):
+        rows += [{**row, "run": run} for row in measure(p, shapes, code, args.budget, args)]
         save()
     if args.compare_fixed:
         for p, shapes, code in track(jobs, description="fixed schedule"):
             for row in measure(p, shapes, code, 0.0, args):
                 fixed[(row["problem"], row["shape"])] = row
             save()
-    report(rows, fixed, Console(width=160))
+    console = Console(width=160)
+    report(rows, fixed, console)
+    if args.repeat > 1:
+        report_repeats(rows, console)
     sys.exit(0 if all(r["status"] == "correct" for r in rows) else 1)
 
 
