@@ -13,6 +13,7 @@ the test process is still alive once `evaluate` has returned (and kill those, by
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -135,12 +136,26 @@ def judge_code(problem: str, code: str, *, world_size: int = DEFAULT_WORLD, mode
     doc = evaluate(request)
     doc["_wall_s"] = time.monotonic() - t0
     print(f"judged: {summary(doc)[:600]}")  # shown by -rA for passing tests too
+    keep_document(doc)
     left = leftovers()
     if left:
         described = ", ".join(_describe(p) for p in sorted(left))
         _reap(left)
         pytest.fail(f"processes left behind after the evaluation (status {doc['status']}: {doc['reason']}): {described}")
     return doc
+
+
+def keep_document(doc: dict) -> None:
+    """With PKB_ADVERSARIAL_DOCS=DIR, every document judged goes there as JSON, named after the test
+    (a GPU run's surprises, with every timed pair, can then be read after the machine is gone)."""
+    folder = os.environ.get("PKB_ADVERSARIAL_DOCS")
+    if not folder:
+        return
+    test = os.environ.get("PYTEST_CURRENT_TEST", "unknown").split(" ")[0].split("::")[-1]
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", test)[:150]
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    n = len(list(Path(folder).glob(f"{stem}.*.json")))
+    (Path(folder) / f"{stem}.{n}.json").write_text(json.dumps(doc, indent=1))
 
 
 def judge(problem: str, attack: str, *, variant: str | None = None, params: dict | None = None, **overrides: Any) -> dict:
