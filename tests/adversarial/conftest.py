@@ -231,6 +231,17 @@ def assert_reference_not_slowed(doc: dict, honest_doc: dict) -> None:
     )
 
 
+def assert_reference_not_reached(doc: dict, sleep_us: float) -> None:
+    """For an attack that makes the reference sleep `sleep_us` per call where it can reach it: not
+    `correct`, or a reference time well under that sleep. The sleep is the attack's whole effect,
+    so its absence is proved directly, whatever the offsets between processes do to the speedup
+    (an honest all-reduce of one rank read 4 to 100 us per call across evaluations on an H100)."""
+    if doc["status"] != "correct":
+        return
+    got = reference_us(doc)
+    assert got is not None and got < sleep_us / 2, f"the reference took {got} us per call: the sleep reached it: {summary(doc)}"
+
+
 def assert_time_includes(doc: dict, floor_us: float) -> None:
     """Not `correct`, or a solution time of at least `floor_us`: the time the solution provably
     spent per call (sleeping) is in its reported time, whatever it did to the clocks."""
