@@ -3,11 +3,14 @@ ends. Stopping the solution's processes (evaluator/freezer.py) stops their CPUs,
 they have already queued: without a defence those run on while the reference is timed, and the
 GPU shares itself between the two processes' contexts.
 
-Problem: allreduce; the solution itself is honest (the reference's code). At import it patches its
-player's `run` operation (evaluator/player.py shares its process): when a batch's calls are done,
-it queues SPIN_US of GPU work (`torch.cuda._sleep`, calibrated at import) on a side stream that
-nothing waits for: longer than the reference's batch that follows, short enough that the queue
-drains before the solution's next batch or soon after.
+Appended to a problem's reference source (the test does it), so the solution itself is honest.
+The tests use gsplat_3d_gaussian_splatting: identical code there reads within 1% of itself at
+world 1 on an H100, where a one-rank all-reduce of a few microseconds moves by several times from
+one evaluation to the next, more than this attack gains. At import it patches its player's `run`
+operation (evaluator/player.py shares its process): when a batch's calls are done, it queues
+SPIN_US of GPU work (`torch.cuda._sleep`, calibrated at import) on a side stream that nothing
+waits for: longer than the reference's batch that follows, short enough that the queue drains
+before the solution's next batch or soon after.
 
 VARIANT "one_thread": single-thread spin kernels (time-slicing alone slows the other context).
 VARIANT "every_sm": the spins spread over one block per streaming multiprocessor as well, through
@@ -19,7 +22,6 @@ The judge must report it not `correct`, or a speedup within SPEED_MARGIN of the 
 import sys
 
 import torch
-import torch.distributed as dist
 
 VARIANT = "one_thread"
 SPIN_US = 30_000
@@ -69,9 +71,3 @@ if VARIANT not in ("one_thread", "every_sm"):
     raise ValueError(f"unknown variant {VARIANT!r}")
 _CYCLES_PER_US = _cycles_per_us() if torch.cuda.is_available() else 1000.0
 _patch_player()
-
-
-@torch.no_grad()
-def solution(tensor: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
