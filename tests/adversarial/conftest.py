@@ -166,6 +166,14 @@ def judge(problem: str, attack: str, *, variant: str | None = None, params: dict
     return judge_code(problem, attack_source(attack, **settings), **overrides)
 
 
+def judge_appended(problem: str, attack: str, *, variant: str | None = None, **overrides: Any) -> dict:
+    """Evaluate the problem's reference source with attacks/<attack>.py appended: an honest solution
+    carrying an attack that works through its process rather than its answers."""
+    settings = {} if variant is None else {"VARIANT": variant}
+    code = tasks.reference_source(problem) + "\n" + attack_source(attack, **settings)
+    return judge_code(problem, code, **overrides)
+
+
 _HONEST: dict[tuple, dict] = {}
 
 

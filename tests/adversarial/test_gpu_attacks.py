@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-import tasks
-
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -74,8 +72,7 @@ def test_lazy_outputs_on_a_gpu_are_caught(adv, mode_world, variant):
 @pytest.mark.parametrize("mode_world", MODES)
 @pytest.mark.parametrize("variant", ["one_thread", "every_sm"])
 def test_gpu_work_left_queued_between_the_solutions_batches_does_not_slow_the_reference(adv, mode_world, variant):
-    problem = "gsplat_3d_gaussian_splatting"  # see the attack's docstring
-    code = tasks.reference_source(problem) + "\n" + adv.attack_source("gpu_idle_burn", VARIANT=variant)
     mode, world = mode_world
-    doc = adv.judge_code(problem, code, mode=mode, world_size=world, **GPU_TIMED)
+    doc = adv.judge_appended("gsplat_3d_gaussian_splatting", "gpu_idle_burn", variant=variant, mode=mode,
+                             world_size=world, **GPU_TIMED)  # the problem: see the attack's docstring
     adv.assert_not_faster(doc)

@@ -93,7 +93,8 @@ def test_stalls_on_some_calls_stay_in_the_time(adv):
 
 @pytest.mark.parametrize("variant", ["processes", "setsid"])
 def test_processes_burning_the_cpus_between_the_solutions_calls_do_not_raise_the_speedup(adv, variant):
-    doc = adv.judge("allreduce", "idle_burn", variant=variant, **adv.TIMED)
+    problem = "allreduce" if adv.DEFAULT_MODE == "cpu" else "gsplat_3d_gaussian_splatting"  # see the attack
+    doc = adv.judge_appended(problem, "idle_burn", variant=variant, **adv.TIMED)
     assert doc["status"] == "correct", adv.summary(doc)  # an honest solution: only its speedup is in question
     adv.assert_not_faster(doc)
 

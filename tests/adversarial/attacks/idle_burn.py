@@ -1,8 +1,10 @@
 """Slow the reference down from other processes that burn the host's CPUs whenever the solution is
 not in a call.
 
-Problem: allreduce; the solution itself is honest (the reference's code). At import, the solution
-forks BURNERS processes and patches its player's `prepare` and `run` operations (evaluator/
+Appended to a problem's reference source (the test does it), so the solution itself is honest:
+allreduce in cpu mode, gsplat_3d_gaussian_splatting on a GPU (a one-rank all-reduce's few
+microseconds per call move by several times from one evaluation to the next there, more than this
+attack would gain; gsplat holds within 1%). At import, the solution forks BURNERS processes and patches its player's `prepare` and `run` operations (evaluator/
 player.py, which shares its process): from the moment its player is told of a batch until that
 batch's calls are done, the burners sleep; the rest of the time, which is whenever the reference's
 player runs, every burner spins. The reference's player then shares
@@ -21,9 +23,6 @@ import mmap
 import os
 import sys
 import time
-
-import torch
-import torch.distributed as dist
 
 VARIANT = "processes"
 BURNERS = 8
@@ -77,9 +76,3 @@ def _start() -> None:
 
 
 _start()
-
-
-@torch.no_grad()
-def solution(tensor: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
