@@ -39,6 +39,24 @@ def _state(pid: int) -> str | None:
         return None
 
 
+def _stop_pending(pid: int) -> bool:
+    """Whether a SIGSTOP waits to be delivered to the process."""
+    bit = 1 << (signal.SIGSTOP - 1)
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & bit for line in f)
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _held(pid: int) -> bool:
+    """Stopped or gone; or asleep in the kernel with the stop pending (a vfork parent whose child
+    was stopped before it could exec sleeps there until the child goes on): such a process stops
+    the moment it leaves the kernel and runs none of its own code before."""
+    state = _state(pid)
+    return state in STOPPED or (state == "D" and _stop_pending(pid))
+
+
 class Freezer:
     """`gpu` (on GPU hosts): the lock that drains and holds the processes' GPU work first."""
 
@@ -63,7 +81,7 @@ class Freezer:
         while True:
             # Rescanned each round: children forked while their parents were being stopped, and a
             # tracer among them that resumed its tracee before it was stopped itself.
-            running = {pid for pid in descendants(self.root) | self.stopped if _state(pid) not in STOPPED}
+            running = {pid for pid in descendants(self.root) | self.stopped if not _held(pid)}
             if not running or time.monotonic() > deadline:
                 return unheld + [f"{pid} (state {_state(pid)})" for pid in sorted(running)]
             self._signal(running, signal.SIGSTOP)

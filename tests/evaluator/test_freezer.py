@@ -88,3 +88,43 @@ def test_a_process_that_does_not_stop_is_named(tree, monkeypatch):
     assert freezer.freeze() == [f"{spared} (state R)"]
     assert all(_state(pid) == "T" for pid in descendants(tree.pid) - {spared})
     freezer.thaw()
+
+
+# A child that vforks a grandchild which stops itself before it could exec: the child then sleeps in
+# the kernel (state D) until the grandchild goes on, as a solution's process would that was spawning
+# a program at the moment the freezer stopped it.
+VFORK = """
+import ctypes, os, signal, time
+if os.fork() == 0:
+    libc = ctypes.CDLL(None)
+    if libc.vfork() == 0:
+        getattr(libc, "raise")(signal.SIGSTOP)
+        libc._exit(0)
+    time.sleep(60)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
+def test_a_vfork_parent_held_by_its_stopped_child_counts_as_stopped():
+    proc = subprocess.Popen([sys.executable, "-c", VFORK], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            states = {pid: _state(pid) for pid in descendants(proc.pid)}
+            if sorted(states.values()) == ["D", "T"]:
+                break
+            time.sleep(0.01)
+        assert sorted(states.values()) == ["D", "T"], states
+        t0 = time.monotonic()
+        assert Freezer(proc.pid).freeze() == []
+        assert time.monotonic() - t0 < 0.5  # not the 1 s wait for a process that will not stop
+    finally:
+        # The vfork parent first: were the grandchild to go on, the parent would resume on a stack
+        # the grandchild has used.
+        for pid in sorted(descendants(proc.pid), key=lambda p: _state(p) != "D"):
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
