@@ -38,13 +38,15 @@ class RecordingLock:
 
     def __init__(self):
         self.seen: list[tuple[str, dict]] = []
+        self.pids: set[int] = set()
 
     def lock(self, pids, timeout_ms):
+        self.pids = set(pids)
         self.seen.append(("lock", {pid: _state(pid) for pid in pids}))
         return []
 
     def unlock(self):
-        self.seen.append(("unlock", {}))
+        self.seen.append(("unlock", {pid: _state(pid) for pid in self.pids}))
         return ["42 (unlock failed (1))"]
 
 
@@ -64,7 +66,8 @@ def test_the_freezer_locks_before_it_stops_and_resumes_before_it_unlocks():
         assert all(state != "T" for state in lock.seen[0][1].values())
         assert all(_state(pid) == "T" for pid in children)
         assert freezer.thaw() == ["42 (unlock failed (1))"]
-        assert all(_state(pid) != "T" for pid in children)
+        assert lock.seen[1][0] == "unlock" and set(lock.seen[1][1]) == children
+        assert all(state != "T" for state in lock.seen[1][1].values())  # resumed before unlocked
     finally:
         for pid in descendants(proc.pid):
             os.kill(pid, signal.SIGKILL)
