@@ -440,7 +440,8 @@ class Judge:
         dist.barrier()
         failed = []
         if self.freezer is not None:
-            failed = self.freezer.freeze() if frozen else self.freezer.thaw()
+            with self.stages(StageTime.HOLD):
+                failed = self.freezer.freeze() if frozen else self.freezer.thaw()
         self.solution_frozen = frozen
         if failed and frozen:
             # Whatever runs on may be slowing the reference: no speedup measured now is defensible.

@@ -93,6 +93,7 @@ class StageTime(StrEnum):
     CORRECTNESS = "correctness"
     WARMUP = "warmup"
     TIMING = "timing"
+    HOLD = "hold"  # within timing: stopping and resuming the solution's processes, its GPU work drained
     DIGEST = "digest"
     TOTAL = "total"
 

@@ -52,6 +52,8 @@ def test_reference_as_solution_is_correct(problem, world_size):
     # Same code, same public inputs: identical output digests.
     assert shape["digests"]["solution"] == shape["digests"]["reference"]
     assert doc["summary"]["correct"] is True
+    # Rank 0's judge stopped and resumed the solution around the reference's timed batches.
+    assert 0 < doc["stages"]["hold"] < doc["stages"]["timing"]
     assert no_leftovers()
 
 
