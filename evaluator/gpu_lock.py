@@ -26,7 +26,8 @@ import sys
 import time
 
 CUDA_SUCCESS = 0
-RUNNING, LOCKED = 0, 1  # CUprocessState
+CUDA_ERROR_NOT_READY = 600  # what the lock answers when its timeout ends first
+RUNNING = 0  # CUprocessState: CU_PROCESS_STATE_RUNNING
 
 
 class _LockArgs(ctypes.Structure):
@@ -64,6 +65,7 @@ class GpuLocker:
             return self._kill()
 
     def _kill(self) -> None:
+        """Ends the helper; returns None, the answer it will never give."""
         self.proc.kill()
         self.proc.wait()
         return None
@@ -125,7 +127,7 @@ def _lock(cuda: ctypes.CDLL, pids: list[int], timeout_ms: int) -> dict:
         if rc == CUDA_SUCCESS:
             locked.append(pid)
         elif _state(cuda, pid) is not None:  # not gone meanwhile
-            failed[pid] = f"its GPU work was still running after {timeout_ms} ms" if rc == 600 else f"lock failed ({rc})"
+            failed[pid] = f"its GPU work was still running after {timeout_ms} ms" if rc == CUDA_ERROR_NOT_READY else f"lock failed ({rc})"
     return {"locked": locked, "failed": failed}
 
 
