@@ -93,3 +93,8 @@ class Freezer:
         self._signal(self.stopped | descendants(self.root), signal.SIGCONT)
         self.stopped = set()
         return self.gpu.unlock() if self.gpu else []
+
+    def close(self) -> None:
+        """Ends the GPU lock's helper (the processes themselves end with their sandbox)."""
+        if self.gpu is not None:
+            self.gpu.close()

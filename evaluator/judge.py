@@ -443,12 +443,10 @@ class Judge:
             with self.stages(StageTime.HOLD):
                 failed = self.freezer.freeze() if frozen else self.freezer.thaw()
         self.solution_frozen = frozen
-        if failed and frozen:
-            # Whatever runs on may be slowing the reference: no speedup measured now is defensible.
-            raise Verdict(Status.REJECTED, "processes of the solution's sandbox could not be stopped while the "
-                          f"reference was timed: {', '.join(failed[:8])}")
         if failed:
-            raise Verdict(Status.REJECTED, f"processes of the solution's sandbox could not be resumed: {', '.join(failed[:8])}")
+            # Frozen: whatever runs on may be slowing the reference, so no speedup measured now is defensible.
+            what = "stopped while the reference was timed" if frozen else "resumed"
+            raise Verdict(Status.REJECTED, f"processes of the solution's sandbox could not be {what}: {', '.join(failed[:8])}")
 
     def snapshot_of(self, out: transport.Arena, nbytes: int, key: str) -> transport.Arena:
         """The judge's copy of a batch's output slots, in a buffer kept per side (and for null
@@ -743,8 +741,8 @@ class Judge:
         self.report(None, shapes)
 
     def close(self) -> None:
-        if self.freezer is not None and self.freezer.gpu is not None:
-            self.freezer.gpu.close()
+        if self.freezer is not None:
+            self.freezer.close()
         for link in self.links.values():
             try:
                 transport.send(link.sock, {"op": "exit"})
