@@ -226,28 +226,15 @@ def assert_not_faster(doc: dict, honest_speedup: float = 1.0, margin: float | No
     )
 
 
-def assert_reference_not_slowed(doc: dict, honest_doc: dict) -> None:
-    """Not `correct`, or the reference's time within SPEED_MARGIN of the mode x its time in the
-    honest evaluation: for an attack that aims at the reference, and whose own process may
-    legitimately run faster (see test_a_gil_hogging_thread_does_not_slow_the_reference)."""
-    if doc["status"] != "correct":
-        return
-    margin = SPEED_MARGIN[doc["mode"]]
-    got, honest_us = reference_us(doc), reference_us(honest_doc)
-    assert got is not None and honest_us is not None and got <= margin * honest_us, (
-        f"the reference took {got} us against {honest_us} us when judged against itself: {summary(doc)}"
-    )
-
-
-def assert_reference_not_reached(doc: dict, sleep_us: float) -> None:
-    """For an attack that makes the reference sleep `sleep_us` per call where it can reach it: not
-    `correct`, or a reference time well under that sleep. The sleep is the attack's whole effect,
-    so its absence is proved directly, whatever the offsets between processes do to the speedup
+def assert_reference_not_reached(doc: dict, delay_us: float) -> None:
+    """For an attack that delays each of the reference's calls by `delay_us` where it can reach
+    it: not `correct`, or a reference time well under that delay. The delay is the attack's whole
+    effect, so its absence is proved directly, whatever the offsets between processes do to the speedup
     (an honest all-reduce of one rank read 4 to 100 us per call across evaluations on an H100)."""
     if doc["status"] != "correct":
         return
     got = reference_us(doc)
-    assert got is not None and got < sleep_us / 2, f"the reference took {got} us per call: the sleep reached it: {summary(doc)}"
+    assert got is not None and got < delay_us / 2, f"the reference took {got} us per call: the attack reached it: {summary(doc)}"
 
 
 def assert_time_includes(doc: dict, floor_us: float) -> None:

@@ -14,6 +14,7 @@ from evaluator.results import Status
 
 SLOW_SOLUTION_US = 5000  # fake_timers.SLEEP_S
 SLOW_REFERENCE_SLEEP_US = 20_000  # slow_reference.SLEEP_S
+GIL_HOG_SWITCH_US = 20_000  # gil_hog.SWITCH_S
 
 
 def test_the_reference_against_itself_stays_within_the_margin(adv):
@@ -61,9 +62,12 @@ def test_a_gil_hogging_thread_does_not_slow_the_reference(adv, variant):
     VM in cpu mode, a thread that only sleeps 200 us at a time read 1.7-2.1x against 1.1-1.3x for
     the bare reference (gloo's wake-ups are faster on a CPU that does not idle), and this attack read
     up to 3.2x once. That is the solution's own business; what the judge must prevent is the
-    reference being slowed."""
+    reference being slowed. Where the thread reached the reference, each of its calls would wait a
+    switch interval for the GIL after its collective; that absence is checked directly, since a
+    one-rank all-reduce's time varies across evaluations by more than any margin (4 to 100 us per
+    call on an H100; this test once read 95 against 63 us in gpu mode with the thread unreached)."""
     doc = adv.judge("allreduce", "gil_hog", variant=variant, **adv.TIMED)
-    adv.assert_reference_not_slowed(doc, adv.honest("allreduce", **adv.TIMED))
+    adv.assert_reference_not_reached(doc, GIL_HOG_SWITCH_US)
 
 
 @pytest.mark.parametrize("variant", ["function_mode", "dispatch_mode"])

@@ -4,9 +4,10 @@ solution's time is the reference's plus that length). The timing protocol must r
 unsubtracted cost per call would pull the first toward 1, a timer that misses deferred work would
 lose the second.
 
-The wait is a spin on the host clock after the call's GPU work is done (evaluator/calibration.py),
-so each call takes the wait longer whichever of host and GPU bounds it, plus the synchronisation's
-few microseconds: the GPU test's wait is long against those.
+The wait holds both the host and the GPU for its length (evaluator/calibration.py): a host spin, and
+on a GPU a spin kernel on the GPU's clock queued after the call's work, so each call takes the wait
+longer whichever of host and GPU bounds it, plus one kernel launch: the GPU test's wait is long
+against that.
 
 In cpu mode (gloo on a shared host) the intervals are wide; there the test is that they hold the
 true value. On a GPU in gpu mode the point estimates must be close: 0.50 +- 0.015, and the wait

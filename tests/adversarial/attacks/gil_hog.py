@@ -11,8 +11,9 @@ VARIANT "plain": `threading.Thread(target=...)` with a function of this module.
 VARIANT "partial": `threading.Thread(target=functools.partial(...))` (its target's module is functools).
 VARIANT "native": `_thread.start_new_thread`, invisible to `threading.enumerate()`.
 
-The judge must keep the reference's time within the mode's margin of its time in the honest
-evaluation (the reference against itself), or reject the thread. (The solution's own calls may
+The judge must keep the thread from the reference: a reached reference would wait a switch interval
+(SWITCH_S) for the GIL after each collective, so its time per call must stay far below that, or the
+thread be rejected. (The solution's own calls may
 run faster: a thread that keeps its CPU awake speeds up its wake-ups.)
 """
 

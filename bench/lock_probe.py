@@ -1,0 +1,109 @@
+"""Does holding a process (the judge's freeze: GPU lock, then SIGSTOP; thaw: SIGCONT, then unlock)
+change how fast it runs afterwards? Two twin processes run the same host-bound CUDA call (many
+tiny kernel launches, then a synchronisation); between measurements one twin is held and released
+the way the judge holds the solution's sandbox, the other is left alone, and the cycle is run
+with the lock and with signals only.
+
+    python bench/lock_probe.py [--cycles 20] [--calls 200] [--launches 40]
+
+Prints, per cycle kind, the held and the untouched twin's median call time (us) before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from evaluator.gpu_lock import GpuLocker  # noqa: E402
+
+TWIN = r"""
+import json, sys, time, torch
+x = torch.zeros(1024, device="cuda")
+def call(launches):
+    for _ in range(launches):
+        x.add_(1.0)
+    torch.cuda.synchronize()
+for line in sys.stdin:
+    calls, launches = json.loads(line)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        call(launches)
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+    times.sort()
+    print(json.dumps(times[len(times) // 2]), flush=True)
+"""
+
+
+class Twin:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", TWIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def measure(self, calls: int, launches: int) -> float:
+        self.proc.stdin.write(json.dumps([calls, launches]) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cycles", type=int, default=20)
+    ap.add_argument("--calls", type=int, default=200)
+    ap.add_argument("--launches", type=int, default=40)
+    args = ap.parse_args()
+    held, alone = Twin(), Twin()
+    locker = GpuLocker()
+    try:
+        for twin in (held, alone):  # warm both
+            twin.measure(args.calls, args.launches)
+
+        def both() -> tuple[float, float]:
+            return held.measure(args.calls, args.launches), alone.measure(args.calls, args.launches)
+
+        before = [both() for _ in range(5)]
+        rows = {"before": before}
+        for kind in ("signals", "lock", "signals again"):
+            after, hold_ms = [], []
+            for _ in range(args.cycles):
+                t0 = time.perf_counter()
+                if kind == "lock":
+                    failed = locker.lock({held.proc.pid}, 2000)
+                    assert not failed, failed
+                os.kill(held.proc.pid, signal.SIGSTOP)
+                time.sleep(0.01)
+                os.kill(held.proc.pid, signal.SIGCONT)
+                if kind == "lock":
+                    failed = locker.unlock()
+                    assert not failed, failed
+                hold_ms.append((time.perf_counter() - t0) * 1e3)
+                after.append(both())
+            rows[kind] = after
+            print(f"{kind}: hold and release {statistics.median(hold_ms):.2f} ms (median of {args.cycles})")
+        print(f"median call, {args.launches} launches then a sync, us (held twin / untouched twin):")
+        for kind, pairs in rows.items():
+            h = statistics.median(p[0] for p in pairs)
+            a = statistics.median(p[1] for p in pairs)
+            print(f"  {kind:14s} {h:8.1f} / {a:8.1f}   ratio {h / a:.3f}   "
+                  f"held range {min(p[0] for p in pairs):.1f}-{max(p[0] for p in pairs):.1f}")
+    finally:
+        locker.close()
+        held.close()
+        alone.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
