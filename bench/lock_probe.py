@@ -2,11 +2,13 @@
 change how fast it runs afterwards? Two twin processes run the same host-bound CUDA call (many
 tiny kernel launches, then a synchronisation); between measurements one twin is held and released
 the way the judge holds the solution's sandbox, the other is left alone, and the cycle is run
-with the lock and with signals only.
+with the lock and with signals only. Before that, fresh twin pairs that are never held show how far
+two processes of the same code run apart with no judge at all.
 
-    python bench/lock_probe.py [--cycles 20] [--calls 200] [--launches 40]
+    python bench/lock_probe.py [--cycles 20] [--calls 200] [--launches 40] [--fresh 6]
 
-Prints, per cycle kind, the held and the untouched twin's median call time (us) before and after.
+Prints the fresh pairs' ratios, then per cycle kind the held and the untouched twin's median call
+time (us) before and after.
 """
 
 from __future__ import annotations
@@ -63,7 +65,18 @@ def main() -> int:
     ap.add_argument("--cycles", type=int, default=20)
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--launches", type=int, default=40)
+    ap.add_argument("--fresh", type=int, default=6, help="fresh twin pairs, never held")
     args = ap.parse_args()
+    print("fresh twin pairs, never held: first / second twin's median call (us), 5 alternating measurements")
+    for _ in range(args.fresh):
+        a, b = Twin(), Twin()
+        try:
+            a.measure(args.calls, args.launches), b.measure(args.calls, args.launches)
+            ta, tb = zip(*[(a.measure(args.calls, args.launches), b.measure(args.calls, args.launches)) for _ in range(5)])
+            print(f"  {statistics.median(ta):8.1f} / {statistics.median(tb):8.1f}   ratio {statistics.median(ta) / statistics.median(tb):.3f}")
+        finally:
+            a.close()
+            b.close()
     held, alone = Twin(), Twin()
     locker = GpuLocker()
     try:

@@ -11,13 +11,16 @@ the evaluation's wall time, once with adaptive timing (the default budget per sh
 
 --repeat N judges each problem N times, each a fresh evaluation with new processes, and adds how
 far the evaluations' speedups spread against one evaluation's interval. Problems whose world sizes
-exclude --world-size are skipped. In `cpu` and `shared-gpu` modes the
+exclude --world-size are skipped. --watch adds what the scheduler did to each player process
+(bench/player_watch.py), to tell a side short of CPU from one that ran slower on its own. In `cpu`
+and `shared-gpu` modes the
 timings rank nothing: there the table shows how wide the intervals are.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -32,8 +35,10 @@ from rich.progress import track  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import tasks  # noqa: E402
+from bench.player_watch import PlayerWatch  # noqa: E402
 from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, EvaluatorError, evaluate  # noqa: E402
 from evaluator.loading import pkb_reference_file  # noqa: E402
+from evaluator.results import Side  # noqa: E402
 
 
 def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
@@ -56,18 +61,22 @@ def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
 
 
 def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, args) -> list[dict]:
-    """One evaluation of the problem; a row per shape, each carrying the evaluation's wall time."""
+    """One evaluation of the problem; a row per shape, each carrying the evaluation's wall time
+    (and, with --watch, what the scheduler did to its players)."""
     t0 = time.perf_counter()
-    try:  # a judge that fails (out of memory on a problem's inputs, say) ends this problem only
-        doc = evaluate(EvaluationRequest(
-            problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
-            shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
-            warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
-        ))  # fmt: skip
-    except EvaluatorError as exc:
-        doc = {"status": "evaluator_error", "reason": str(exc), "shapes": []}
+    with PlayerWatch() if args.watch else contextlib.nullcontext() as watch:
+        try:  # a judge that fails (out of memory on a problem's inputs, say) ends this problem only
+            doc = evaluate(EvaluationRequest(
+                problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
+                shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
+                warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
+            ))  # fmt: skip
+        except EvaluatorError as exc:
+            doc = {"status": "evaluator_error", "reason": str(exc), "shapes": []}
     wall_s = time.perf_counter() - t0
     base = {"problem": problem, "status": doc["status"], "reason": doc["reason"], "wall_s": wall_s, "budget_s": budget_s}
+    if watch is not None:
+        base["players"] = watch.summary()
     if not doc["shapes"]:
         return [{**base, "shape": ",".join(shapes) if shapes else "all"}]
     rows = []
@@ -140,6 +149,26 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
             console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {escape(r['reason'])}")
 
 
+def report_players(rows: list[dict], console: Console) -> None:
+    """Per evaluation (its first shape's row), each player's CPU and scheduling record beside the
+    speedups: a side that read slow because it waited for CPUs shows it here."""
+    table = Table(title="players: CPU s / runqueue wait s / involuntary switches / CPUs seen on")
+    for col in ("problem", "run", "speedups", "reference players", "solution players"):
+        table.add_column(col)
+    seen = set()
+    for r in rows:
+        key = (r["problem"], r.get("run"))
+        if key in seen or "players" not in r:
+            continue
+        seen.add(key)
+        speedups = " ".join(f"{x['speedup']:.3f}" for x in rows
+                            if (x["problem"], x.get("run")) == key and "speedup" in x)
+        cells = {side: "; ".join(f"r{p['rank']} {p['run_s']:.1f}/{p['wait_s']:.2f}/{p['involuntary']} cpu{p['cpus']}"
+                                 for p in r["players"] if p["side"] == side) for side in (Side.REFERENCE, Side.SOLUTION)}
+        table.add_row(r["problem"], str(r.get("run", 1)), speedups, cells[Side.REFERENCE], cells[Side.SOLUTION])
+    console.print(table)
+
+
 def report_repeats(rows: list[dict], console: Console) -> None:
     """Per shape judged in several evaluations: how far the evaluations' point estimates spread,
     against the width of one evaluation's interval. An offset that holds for a whole evaluation
@@ -179,6 +208,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--repeat", type=int, default=1,
                         help="judge each problem this many times, each a fresh evaluation with new processes")
+    parser.add_argument("--watch", action="store_true",
+                        help="record what the scheduler did to each player (bench/player_watch.py)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.pkb_root and not args.problems:
@@ -204,6 +235,8 @@ def main() -> None:
     report(rows, fixed, console)
     if args.repeat > 1:
         report_repeats(rows, console)
+    if args.watch:
+        report_players(rows, console)
     sys.exit(0 if all(r["status"] == "correct" for r in rows) else 1)
 
 

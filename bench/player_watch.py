@@ -1,0 +1,111 @@
+"""What the scheduler did to each player process during an evaluation: CPU time, time spent ready
+but waiting for a CPU, involuntary context switches, and which CPUs it ran on. For telling apart
+the causes of an offset between two processes of identical code (bench/suite_timings.py
+`--watch`): a slow side that waited for CPUs, or was switched out, was short of CPU; one that
+was not ran slower on its own.
+
+Samples /proc every 20 ms from a thread of the benchmark's process; a player is a process whose
+command line runs `evaluator.player`, its side read from its build directory (the reference's
+players build under `reference`). Linux only; reads other processes' /proc entries, so run it as
+the user that runs the evaluation.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+SAMPLE_S = 0.02
+RECHECK_S = 0.5  # a process that was not a player yet (before its exec) is looked at again after this
+
+
+@dataclass
+class Player:
+    side: str
+    rank: str
+    first: tuple[int, int, int] | None = None  # run ns, wait ns, involuntary switches at first sight
+    last: tuple[int, int, int] | None = None
+    cpus: collections.Counter = field(default_factory=collections.Counter)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return None
+
+
+def _identify(pid: str) -> Player | None:
+    cmdline = _read(f"/proc/{pid}/cmdline")
+    if not cmdline or "evaluator.player" not in cmdline:
+        return None
+    environ = dict(kv.split("=", 1) for kv in (_read(f"/proc/{pid}/environ") or "").split("\0") if "=" in kv)
+    build = environ.get("TORCH_EXTENSIONS_DIR", "")
+    side = "reference" if "/reference/" in build else "solution"
+    return Player(side=side, rank=environ.get("RANK", "?"))
+
+
+def _sample(pid: str) -> tuple[tuple[int, int, int], int] | None:
+    schedstat, status, stat = (_read(f"/proc/{pid}/{name}") for name in ("schedstat", "status", "stat"))
+    if not (schedstat and status and stat):
+        return None
+    run_ns, wait_ns = (int(v) for v in schedstat.split()[:2])
+    involuntary = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("nonvoluntary_ctxt_switches")), 0)
+    cpu = int(stat.rsplit(")", 1)[1].split()[36])  # field 39, counted after the command name
+    return (run_ns, wait_ns, involuntary), cpu
+
+
+class PlayerWatch:
+    """with PlayerWatch() as watch: ...; then watch.summary()."""
+
+    def __init__(self) -> None:
+        self.players: dict[str, Player] = {}
+        self.ignored: dict[str, float] = {}  # pid -> when it was last found not to be a player
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PlayerWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            now = time.monotonic()
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit() or now - self.ignored.get(pid, -RECHECK_S) < RECHECK_S:
+                    continue
+                player = self.players.get(pid)
+                if player is None:
+                    player = _identify(pid)
+                    if player is None:
+                        self.ignored[pid] = now
+                        continue
+                    self.players[pid] = player
+                got = _sample(pid)
+                if got is None:
+                    continue
+                counters, cpu = got
+                player.first = player.first or counters
+                player.last = counters
+                player.cpus[cpu] += 1
+
+    def summary(self) -> list[dict]:
+        """Per player seen: side, rank, CPU seconds, runqueue-wait seconds and involuntary switches
+        while watched (its whole life but the first sample: start-up included), and the CPUs it was
+        seen on (most often first)."""
+        rows = []
+        for pid, p in sorted(self.players.items(), key=lambda kv: (kv[1].side, kv[1].rank)):
+            if p.first is None:
+                continue
+            run, wait, invol = (b - a for a, b in zip(p.first, p.last))
+            rows.append({"pid": int(pid), "side": p.side, "rank": p.rank, "run_s": run / 1e9, "wait_s": wait / 1e9,
+                         "involuntary": invol, "cpus": [c for c, _ in p.cpus.most_common(4)]})
+        return rows
