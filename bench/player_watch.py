@@ -2,7 +2,8 @@
 but waiting for a CPU, involuntary context switches, and which CPUs it ran on. For telling apart
 the causes of an offset between two processes of identical code (bench/suite_timings.py
 `--watch`): a slow side that waited for CPUs, or was switched out, was short of CPU; one that
-was not ran slower on its own.
+was not ran slower on its own. Also every thread on the host, every half second: the busiest
+ones while watched (a spinning thread on a CPU's hyperthread sibling halves that CPU's speed).
 
 Samples /proc every 20 ms from a thread of the benchmark's process; a player is a process whose
 command line runs `evaluator.player`, its side read from its build directory (the reference's
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 
 SAMPLE_S = 0.02
 RECHECK_S = 0.5  # a process that was not a player yet (before its exec) is looked at again after this
+THREAD_SCAN_S = 0.5
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass
@@ -59,12 +62,43 @@ def _sample(pid: str) -> tuple[tuple[int, int, int], int] | None:
     return (run_ns, wait_ns, involuntary), cpu
 
 
+@dataclass
+class Thread:
+    process: str  # the process's command line, shortened
+    name: str
+    first: int  # CPU ticks (user + system) at first sight
+    last: int
+    cpus: collections.Counter = field(default_factory=collections.Counter)
+
+
+def _threads() -> dict[tuple[str, str], tuple[str, int, int]]:
+    """Every thread on the host: (pid, tid) -> (name, CPU ticks, the CPU it last ran on)."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            stat = _read(f"/proc/{pid}/task/{tid}/stat")
+            if not stat or ")" not in stat:
+                continue
+            name = stat[stat.index("(") + 1 : stat.rindex(")")]
+            fields = stat.rsplit(")", 1)[1].split()
+            found[(pid, tid)] = (name, int(fields[11]) + int(fields[12]), int(fields[36]))
+    return found
+
+
 class PlayerWatch:
     """with PlayerWatch() as watch: ...; then watch.summary()."""
 
     def __init__(self) -> None:
         self.players: dict[str, Player] = {}
         self.ignored: dict[str, float] = {}  # pid -> when it was last found not to be a player
+        self.threads: dict[tuple[str, str], Thread] = {}
+        self._last_scan = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -79,6 +113,9 @@ class PlayerWatch:
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
             now = time.monotonic()
+            if now - self._last_scan >= THREAD_SCAN_S:
+                self._last_scan = now
+                self._scan_threads()
             for pid in os.listdir("/proc"):
                 if not pid.isdigit() or now - self.ignored.get(pid, -RECHECK_S) < RECHECK_S:
                     continue
@@ -96,6 +133,23 @@ class PlayerWatch:
                 player.first = player.first or counters
                 player.last = counters
                 player.cpus[cpu] += 1
+
+    def _scan_threads(self) -> None:
+        for key, (name, ticks, cpu) in _threads().items():
+            thread = self.threads.get(key)
+            if thread is None:
+                cmdline = (_read(f"/proc/{key[0]}/cmdline") or "").replace("\0", " ").strip()
+                thread = self.threads[key] = Thread(process=cmdline[:80], name=name, first=ticks, last=ticks)
+            thread.last = ticks
+            thread.cpus[cpu] += 1
+
+    def busiest_threads(self, n: int = 8) -> list[dict]:
+        """The `n` threads that used the most CPU while watched: process, thread name, CPU seconds,
+        the CPUs they were seen on."""
+        ranked = sorted(self.threads.items(), key=lambda kv: kv[1].first - kv[1].last)[:n]
+        return [{"pid": int(pid), "tid": int(tid), "process": t.process, "thread": t.name,
+                 "cpu_s": (t.last - t.first) * TICK_S, "cpus": [c for c, _ in t.cpus.most_common(4)]}
+                for (pid, tid), t in ranked]
 
     def summary(self) -> list[dict]:
         """Per player seen: side, rank, CPU seconds, runqueue-wait seconds and involuntary switches

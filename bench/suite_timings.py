@@ -76,7 +76,7 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
     wall_s = time.perf_counter() - t0
     base = {"problem": problem, "status": doc["status"], "reason": doc["reason"], "wall_s": wall_s, "budget_s": budget_s}
     if watch is not None:
-        base["players"] = watch.summary()
+        base["players"], base["busiest_threads"] = watch.summary(), watch.busiest_threads()
     if not doc["shapes"]:
         return [{**base, "shape": ",".join(shapes) if shapes else "all"}]
     rows = []
@@ -167,6 +167,12 @@ def report_players(rows: list[dict], console: Console) -> None:
                                  for p in r["players"] if p["side"] == side) for side in (Side.REFERENCE, Side.SOLUTION)}
         table.add_row(r["problem"], str(r.get("run", 1)), speedups, cells[Side.REFERENCE], cells[Side.SOLUTION])
     console.print(table)
+    for r in rows:
+        if "busiest_threads" in r and (r["problem"], r.get("run")) in seen:
+            seen.discard((r["problem"], r.get("run")))
+            console.print(f"busiest threads, {r['problem']} run {r.get('run', 1)} ({r['wall_s']:.1f} s wall):")
+            for t in r["busiest_threads"]:
+                console.print(f"  {t['cpu_s']:6.1f} s  cpus {t['cpus']}  {escape(t['thread'])}  in  {escape(t['process'])}")
 
 
 def report_repeats(rows: list[dict], console: Console) -> None:
