@@ -61,6 +61,11 @@ class SandboxSpec:
     writable: list[Path]  # paths visible read-write at the same path (a per-submission build directory)
     cwd: Path  # the players' working directory: inside `writable` or /tmp (the sandbox's own)
     isolate: bool = True  # False: same process tree and limits, no namespaces (a user judging their own file)
+    # Modules to import once and fork every player from (evaluator/forkserver.py), instead of each
+    # player starting its own interpreter; None: one interpreter each. Forking needs every player's
+    # argv to be `python -m MODULE ...` or `python -c CODE ...`, and evaluator/ visible and on
+    # PYTHONPATH inside the sandbox (in `readonly`).
+    preload: tuple[str, ...] | None = None
 
 
 def _within(path: str, parent: str) -> bool:
@@ -296,6 +301,7 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         "cwd": os.path.abspath(spec.cwd),
         "status_fd": status_w,
         "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus)} for p in players],
+        "preload": None if spec.preload is None else list(spec.preload),
     }
     argv = [*prefix, sys.executable, "-I", "-S", str(INIT), str(config_child.fileno())]
     stderr = tempfile.TemporaryFile()  # unshare's and isolation_init's own complaints, for SandboxUnavailable

@@ -1,7 +1,8 @@
 """Pid 1 of a player sandbox (evaluator/isolation.py starts it; docs/sandbox.md says what it
 isolates). It builds the sandbox's file system from the plan it is given, brings loopback up, starts
-each player without privileges, reaps every process and writes one JSON line per player exit on the
-status pipe. Standard library only, and it imports nothing from the repository: it runs with
+each player without privileges (each in an interpreter of its own, or all forked from one fork
+server: evaluator/forkserver.py), reaps every process and writes one JSON line per player exit on
+the status pipe. Standard library only, and it imports nothing from the repository: it runs with
 `python -I -S` before the sandbox's file system exists."""
 
 from __future__ import annotations
@@ -243,6 +244,47 @@ def spawn(player: dict, cwd: str) -> int:
     return pid
 
 
+def spawn_forked(players: list[dict], preload: list[str], cwd: str) -> tuple[dict[int, int], dict[int, str], int]:
+    """Start every player through one fork server (evaluator/forkserver.py), which imports `preload`
+    once and forks them, then exits: they become our children. Returns pid -> player index, player
+    index -> why it could not be started, and the fork server's exit status. Raises OSError when the
+    fork server itself cannot be started."""
+    promised = [fd for p in players for fd in p["fds"]]
+    first_free = max([2, *promised]) + 1
+    logs_at = list(range(first_free, first_free + len(players)))
+    pids_at = logs_at[-1] + 1
+    spec = {"preload": preload, "pids_fd": pids_at, "players": [
+        {"argv": p["argv"], "env": p["env"], "fds": p["fds"], "log_fd": log, "cpus": p.get("cpus") or []}
+        for p, log in zip(players, logs_at)]}
+    # The fork server runs in the interpreter and environment of the first player it can fork.
+    model = next((p for p in players if p["argv"][1:2] in (["-m"], ["-c"])), players[0])
+    pids_r, pids_w = os.pipe()
+    server = {"argv": [model["argv"][0], "-m", "evaluator.forkserver", json.dumps(spec)], "env": model["env"],
+              "fds": [*promised, *logs_at, pids_at], "log_fd": players[0]["log_fd"], "cpus": [],
+              "handed": [*(h for p in players for h in p["handed"]), *(p["log_fd"] for p in players), pids_w]}
+    try:
+        server_pid = spawn(server, cwd)
+    except OSError:
+        os.close(pids_r)
+        raise
+    finally:
+        os.close(pids_w)
+    with os.fdopen(pids_r, "rb") as f:
+        lines = f.read().decode(errors="replace").splitlines()
+    _, status = os.waitpid(server_pid, 0)
+    running: dict[int, int] = {}
+    errors: dict[int, str] = {}
+    for line in lines:
+        message = json.loads(line)
+        if "pid" in message:
+            running[int(message["pid"])] = int(message["player"])
+        else:
+            errors[int(message["player"])] = str(message.get("error"))
+    for index in set(range(len(players))) - set(running.values()) - set(errors):
+        errors[index] = f"the fork server ended with status {exit_status(status)} before starting it (see player 0's log)"
+    return running, errors, exit_status(status)
+
+
 def _receive(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
@@ -343,12 +385,22 @@ def main() -> None:
         report(error=f"sandbox setup failed: {type(e).__name__}: {e}")
         sys.exit(1)
     running: dict[int, int] = {}
-    for index, player in enumerate(config["players"]):
+    players = config["players"]
+    if config.get("preload") is not None:
         try:
-            running[spawn(player, config["cwd"])] = index
+            running, errors, _ = spawn_forked(players, config["preload"], config["cwd"])
         except OSError as e:
-            report(player=index, status=127, error=f"cannot start player {index}: {e}")
-        # Only the player keeps its ends: a judge must see EOF the moment its player dies.
+            errors = dict.fromkeys(range(len(players)), f"cannot start the fork server: {e}")
+        for index, error in sorted(errors.items()):
+            report(player=index, status=127, error=f"cannot start player {index}: {error}")
+    else:
+        for index, player in enumerate(players):
+            try:
+                running[spawn(player, config["cwd"])] = index
+            except OSError as e:
+                report(player=index, status=127, error=f"cannot start player {index}: {e}")
+    # Only the player keeps its ends: a judge must see EOF the moment its player dies.
+    for player in players:
         for fd in (player["log_fd"], *player["handed"]):
             os.close(fd)
     report(started=True)

@@ -272,6 +272,15 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     return ranks, outcome, time.monotonic() - t0
 
 
+# What every player imports, imported once per side and forked from (evaluator/forkserver.py): at
+# world 2 on two cores, each torch import is about 1.5 s of CPU, and the four players' imports were
+# most of an evaluation's start (allreduce at world 2: 7.0-7.9 s an evaluation before, 6.0-6.5 s
+# forked; at world 4, 10.8-11.3 s and 8.3-8.8 s). None of it starts a thread or touches a GPU.
+PLAYER_PRELOAD = ("torch", "torch.distributed", "evaluator.transport")
+# The modes whose players are forked. The GPU modes follow once forked players have been run on a GPU.
+FORKED_MODES = (Mode.CPU,)
+
+
 def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Path, submission: Path) -> dict:
     """Where one side's players live. In a sandbox: a private /tmp (their rendezvous and home),
     the code they need read-only, their build directory writable, nothing else of the host."""
@@ -284,7 +293,8 @@ def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Pa
     else:
         tmp = workdir / f"{side}-tmp"
         (tmp / "home").mkdir(parents=True)
-    spec = isolation.SandboxSpec(readonly=readonly, writable=[build_dir], cwd=tmp, isolate=req.sandboxed)
+    spec = isolation.SandboxSpec(readonly=readonly, writable=[build_dir], cwd=tmp, isolate=req.sandboxed,
+                                 preload=PLAYER_PRELOAD if req.mode in FORKED_MODES else None)
     return {"spec": spec, "home": tmp / "home", "store": str(tmp / f"{side}-players.store")}
 
 

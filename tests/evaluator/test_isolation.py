@@ -359,3 +359,118 @@ def test_not_isolated_still_has_fds_logs_and_limits(tmp_path):
         assert seen == {"cwd": str(tmp_path), "host": True, "core": 0, "fsize": 4 << 30}
     finally:
         os.close(r)
+
+
+# -- players forked from one interpreter (SandboxSpec.preload, evaluator/forkserver.py) ------------
+
+def forked(tmp_path: Path, isolate: bool = True, preload: tuple[str, ...] = ("decimal",)) -> SandboxSpec:
+    """A fork server needs evaluator/ visible and on PYTHONPATH, as the evaluator's sandboxes have it."""
+    return SandboxSpec([REPO / "evaluator"], [], Path(HOME) if isolate else tmp_path, isolate=isolate, preload=preload)
+
+
+FORKED_ENV = {"PYTHONPATH": str(REPO)}
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_forked_players_end_as_their_own_interpreters_would(tmp_path, isolate):
+    codes = [
+        """
+        import json, os, sys
+        print(json.dumps({"preloaded": "decimal" in sys.modules, "index": os.environ["INDEX"],
+                          "own_session": os.getsid(0) == os.getpid(), "argv": sys.argv}))
+        """,
+        "raise SystemExit(3)",
+        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)",
+        "raise ValueError('from the player')",
+    ]
+    exits, outputs = run(tmp_path, codes, forked(tmp_path, isolate), **FORKED_ENV)
+    assert exits == {0: 0, 1: 3, 2: -signal.SIGSEGV, 3: 1}
+    assert outputs[0] == {"preloaded": True, "index": "0", "own_session": True, "argv": ["-c"]}
+    log = (tmp_path / "player3.log").read_text()
+    assert "ValueError: from the player" in log and "forkserver" not in log, log
+
+
+def test_an_unforkable_player_is_refused_and_the_others_start(tmp_path):
+    players = [PlayerSpec(["/bin/true"], ENV, (), tmp_path / "a.log"),
+               player("print('fine')", tmp_path / "b.log", PYTHONPATH=str(REPO))]
+    with start(players, forked(tmp_path)) as sandbox:
+        assert sandbox.wait(30)
+        assert sandbox.exits() == {0: 127, 1: 0}
+        assert "can be forked" in sandbox.errors[0]
+    assert (tmp_path / "b.log").read_text() == "fine\n"
+
+
+def test_a_fork_server_that_cannot_preload_fails_every_player_with_a_reason(tmp_path):
+    players = [player("print('never')", tmp_path / f"p{i}.log", PYTHONPATH=str(REPO)) for i in range(2)]
+    with start(players, forked(tmp_path, preload=("no_such_module_anywhere",))) as sandbox:
+        assert sandbox.wait(30)
+        assert sandbox.exits() == {0: 127, 1: 127}
+        assert all("fork server ended with status 1" in why for why in sandbox.errors.values()), sandbox.errors
+    assert "ModuleNotFoundError" in (tmp_path / "p0.log").read_text()
+
+
+def test_forked_players_hold_only_their_own_fds(tmp_path):
+    pipes = [os.pipe(), os.pipe()]
+    mine, other = pipes[0][1], pipes[1][1]
+    code = """
+        import json, os
+        mine, other = (int(x) for x in os.environ["FDS"].split(","))
+        if os.environ["INDEX"] == "1":
+            mine, other = other, mine
+        os.write(mine, b"from player " + os.environ["INDEX"].encode())
+        print(json.dumps(sorted(int(fd) for fd in os.listdir("/proc/self/fd"))))
+    """
+    try:
+        exits, open_fds = run(tmp_path, [code, code], forked(tmp_path), fds={0: (mine,), 1: (other,)},
+                              FDS=f"{mine},{other}", **FORKED_ENV)
+        for _, w in pipes:
+            os.close(w)
+        assert exits == {0: 0, 1: 0}
+        # stdin, stdout, stderr, its own fd, and the one listdir itself opens: nothing of the other
+        # player's, of the fork server's (the pids pipe, the other log) or of pid 1's
+        assert [len(fds) for fds in open_fds] == [5, 5] and mine in open_fds[0] and other in open_fds[1], open_fds
+        assert other not in open_fds[0] and mine not in open_fds[1]
+        assert [os.read(r, 100) for r, _ in pipes] == [b"from player 0", b"from player 1"]
+    finally:
+        for r, _ in pipes:
+            os.close(r)
+
+
+def test_a_dead_forked_players_socket_closes_while_the_others_live(tmp_path):
+    ends = [socket.socketpair(), socket.socketpair()]
+    players = [player("import os; os.abort()", tmp_path / "dies.log", (ends[0][1].fileno(),), **FORKED_ENV),
+               player("import sys, time; sys.stdin.read(); time.sleep(60)", tmp_path / "lives.log",
+                      (ends[1][1].fileno(),), **FORKED_ENV)]
+    try:
+        with start(players, forked(tmp_path)) as sandbox:
+            for _, player_end in ends:
+                player_end.close()
+            ends[0][0].settimeout(20)
+            assert ends[0][0].recv(1) == b"", "the dead player's socket did not close"
+            assert sandbox.alive()
+            ends[1][0].settimeout(0.2)
+            with pytest.raises(TimeoutError):
+                ends[1][0].recv(1)
+            assert sandbox.exits()[0] == -signal.SIGABRT
+    finally:
+        for a, b in ends:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_kill_leaves_no_forked_process(tmp_path, isolate):
+    r, w = os.pipe()
+    sandbox = start([player(DAEMON_AND_FORKS, tmp_path / "p.log", (w,), FD=str(w), STAY="1", **FORKED_ENV)],
+                    forked(tmp_path, isolate))
+    os.close(w)
+    try:
+        assert os.read(r, 5) == b"ready", (tmp_path / "p.log").read_text()
+        sandbox.kill()
+        assert not sandbox.alive() and not descendants(sandbox.host_pid)
+        os.set_blocking(r, False)
+        assert os.read(r, 1) == b""
+        assert sandbox.exits() == {0: -signal.SIGKILL}
+    finally:
+        sandbox.kill()
+        os.close(r)
