@@ -19,6 +19,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from evaluator.forkserver import player_index
+
 SAMPLE_S = 0.02
 RECHECK_S = 0.5  # a process that was not a player yet (before its exec) is looked at again after this
 THREAD_SCAN_S = 0.5
@@ -49,7 +51,8 @@ def _identify(pid: str) -> Player | None:
     environ = dict(kv.split("=", 1) for kv in (_read(f"/proc/{pid}/environ") or "").split("\0") if "=" in kv)
     build = environ.get("TORCH_EXTENSIONS_DIR", "")
     side = "reference" if "/reference/" in build else "solution"
-    return Player(side=side, rank=environ.get("RANK", "?"))
+    forked = player_index(int(pid))  # a forked player's environ is its fork server's
+    return Player(side=side, rank=str(forked) if forked is not None else environ.get("RANK", "?"))
 
 
 def _sample(pid: str) -> tuple[tuple[int, int, int], int] | None:

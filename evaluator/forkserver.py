@@ -20,6 +20,7 @@ Standard library only.
 from __future__ import annotations
 
 import atexit
+import ctypes
 import importlib
 import json
 import os
@@ -38,9 +39,25 @@ def target(argv: list[str]) -> tuple[str, str, list[str]]:
     return argv[1], argv[2], argv[3:]
 
 
-def become(player: dict) -> None:
+PR_SET_NAME = 15
+NAME_PREFIX = "player-"  # a forked player's name (/proc/PID/comm): its index in the sandbox, the rank for the evaluator's
+
+
+def player_index(pid: int) -> int | None:
+    """A forked player's index from its name, or None. Its /proc/PID/environ shows the fork server's
+    environment, not the one it runs with (that block is fixed at exec), so tools find the rank here."""
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            name = f.read().strip()
+    except OSError:
+        return None
+    return int(name[len(NAME_PREFIX):]) if name.startswith(NAME_PREFIX) and name[len(NAME_PREFIX):].isdigit() else None
+
+
+def become(player: dict, index: int) -> None:
     """In the child: the process its own interpreter would have been."""
     os.setsid()
+    ctypes.CDLL(None).prctl(PR_SET_NAME, f"{NAME_PREFIX}{index}".encode(), 0, 0, 0)
     os.dup2(player["log_fd"], 1)
     os.dup2(player["log_fd"], 2)
     low = 3  # everything else closes: the other players' fds and logs, the pids pipe
@@ -98,7 +115,7 @@ def main(argv: list[str]) -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                become(player)
+                become(player, index)
             except BaseException:  # noqa: BLE001 - never return into the loop
                 traceback.print_exc()
                 os._exit(127)

@@ -244,11 +244,10 @@ def spawn(player: dict, cwd: str) -> int:
     return pid
 
 
-def spawn_forked(players: list[dict], preload: list[str], cwd: str) -> tuple[dict[int, int], dict[int, str], int]:
-    """Start every player through one fork server (evaluator/forkserver.py), which imports `preload`
-    once and forks them, then exits: they become our children. Returns pid -> player index, player
-    index -> why it could not be started, and the fork server's exit status. Raises OSError when the
-    fork server itself cannot be started."""
+def start_fork_server(players: list[dict], preload: list[str], cwd: str) -> tuple[int, int]:
+    """Start one fork server (evaluator/forkserver.py) for every player: it imports `preload` once,
+    forks them and exits, and they become our children. Returns its pid and the read end of the pipe
+    on which it names their pids (forked_players). Raises OSError when it cannot be started."""
     promised = [fd for p in players for fd in p["fds"]]
     first_free = max([2, *promised]) + 1
     logs_at = list(range(first_free, first_free + len(players)))
@@ -263,12 +262,17 @@ def spawn_forked(players: list[dict], preload: list[str], cwd: str) -> tuple[dic
               "fds": [*promised, *logs_at, pids_at], "log_fd": players[0]["log_fd"], "cpus": [],
               "handed": [*(h for p in players for h in p["handed"]), *(p["log_fd"] for p in players), pids_w]}
     try:
-        server_pid = spawn(server, cwd)
+        return spawn(server, cwd), pids_r
     except OSError:
         os.close(pids_r)
         raise
     finally:
         os.close(pids_w)
+
+
+def forked_players(server_pid: int, pids_r: int, count: int) -> tuple[dict[int, int], dict[int, str]]:
+    """Once the fork server has forked every player and exited: pid -> player index, and player
+    index -> why it could not be started."""
     with os.fdopen(pids_r, "rb") as f:
         lines = f.read().decode(errors="replace").splitlines()
     _, status = os.waitpid(server_pid, 0)
@@ -280,9 +284,9 @@ def spawn_forked(players: list[dict], preload: list[str], cwd: str) -> tuple[dic
             running[int(message["pid"])] = int(message["player"])
         else:
             errors[int(message["player"])] = str(message.get("error"))
-    for index in set(range(len(players))) - set(running.values()) - set(errors):
+    for index in set(range(count)) - set(running.values()) - set(errors):
         errors[index] = f"the fork server ended with status {exit_status(status)} before starting it (see player 0's log)"
-    return running, errors, exit_status(status)
+    return running, errors
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:
@@ -386,13 +390,13 @@ def main() -> None:
         sys.exit(1)
     running: dict[int, int] = {}
     players = config["players"]
+    server = None
     if config.get("preload") is not None:
         try:
-            running, errors, _ = spawn_forked(players, config["preload"], config["cwd"])
+            server = start_fork_server(players, config["preload"], config["cwd"])
         except OSError as e:
-            errors = dict.fromkeys(range(len(players)), f"cannot start the fork server: {e}")
-        for index, error in sorted(errors.items()):
-            report(player=index, status=127, error=f"cannot start player {index}: {error}")
+            for index in range(len(players)):
+                report(player=index, status=127, error=f"cannot start player {index}: cannot start the fork server: {e}")
     else:
         for index, player in enumerate(players):
             try:
@@ -403,7 +407,12 @@ def main() -> None:
     for player in players:
         for fd in (player["log_fd"], *player["handed"]):
             os.close(fd)
+    # Started: the judges and the other side's sandbox start while the fork server imports.
     report(started=True)
+    if server is not None:
+        running, errors = forked_players(*server, len(players))
+        for index, error in sorted(errors.items()):
+            report(player=index, status=127, error=f"cannot start player {index}: {error}")
     while running:
         try:
             pid, status = os.wait()  # also reaps orphans re-parented to us

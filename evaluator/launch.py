@@ -274,8 +274,8 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
 
 # What every player imports, imported once per side and forked from (evaluator/forkserver.py): at
 # world 2 on two cores, each torch import is about 1.5 s of CPU, and the four players' imports were
-# most of an evaluation's start (allreduce at world 2: 7.0-7.9 s an evaluation before, 6.0-6.5 s
-# forked; at world 4, 10.8-11.3 s and 8.3-8.8 s). None of it starts a thread or touches a GPU.
+# most of an evaluation's start (allreduce small at world 2: 7.0-7.9 s an evaluation before, 5.0 s
+# forked; at world 4, 10.8-11.3 s and 7.1-7.9 s). None of it starts a thread or touches a GPU.
 PLAYER_PRELOAD = ("torch", "torch.distributed", "evaluator.transport")
 # The modes whose players are forked. The GPU modes follow once forked players have been run on a GPU.
 FORKED_MODES = (Mode.CPU,)

@@ -16,6 +16,7 @@ import pytest
 
 import tasks
 from evaluator.catalog import markdown_table
+from evaluator.forkserver import player_index
 from evaluator.selfcheck import run_selfcheck, trial_seeds
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +124,9 @@ def _players(rank: int) -> list[int]:
             env = dict(v.split(b"=", 1) for v in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0") if b"=" in v)
         except OSError:
             continue
-        if env.get(b"RANK") == str(rank).encode() and b"/reference/" not in env.get(b"TORCH_EXTENSIONS_DIR", b"/reference/"):
+        forked_rank = player_index(int(entry))  # a forked player's environ is its fork server's
+        own_rank = forked_rank if forked_rank is not None else int(env.get(b"RANK", b"-1"))
+        if own_rank == rank and b"/reference/" not in env.get(b"TORCH_EXTENSIONS_DIR", b"/reference/"):
             found.append(int(entry))
     return found
 

@@ -8,12 +8,14 @@ import signal
 import socket
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from evaluator import isolation
+from evaluator.forkserver import player_index
 from evaluator.isolation import HOME, PlayerSpec, SandboxSpec, SandboxUnavailable, probe, start
 from evaluator.isolation_init import descendants
 
@@ -474,3 +476,21 @@ def test_kill_leaves_no_forked_process(tmp_path, isolate):
     finally:
         sandbox.kill()
         os.close(r)
+
+
+def test_a_forked_player_is_named_by_its_index(tmp_path):
+    """Its /proc/PID/environ is the fork server's (fixed at exec), so tools read its index from its name."""
+    code = "import os, sys, json, time; print(json.dumps(os.getpid()), flush=True); sys.stdin.read(); time.sleep(30)"
+    players = [player(code, tmp_path / f"p{i}.log", **FORKED_ENV) for i in range(2)]
+    with start(players, forked(tmp_path, isolate=False)) as sandbox:
+        pids = []
+        for i in range(2):
+            log = tmp_path / f"p{i}.log"
+            for _ in range(200):
+                if log.read_text().strip():
+                    break
+                time.sleep(0.05)
+            pids.append(json.loads(log.read_text()))
+        assert [player_index(pid) for pid in pids] == [0, 1]
+        sandbox.kill()
+    assert player_index(os.getpid()) is None
