@@ -5,7 +5,7 @@ Started by the sandbox's pid 1 (evaluator/isolation_init.py) in its place, witho
 it exits once every player is forked, and the players become pid 1's children.
 
 Each child is what its own interpreter would have been: its own session, stdout and stderr on its
-log, only its own fds, its own environment and CPUs. Only the preloaded modules are shared, and
+log, only its own fds, its own environment and CPUs, named `player-<index>` (player_index). Only the preloaded modules are shared, and
 they are the judge's side of the code: a solution is loaded by its player after the fork. Nothing
 here may start a thread or touch a GPU before the forks (CUDA does not survive a fork).
 
@@ -45,7 +45,8 @@ NAME_PREFIX = "player-"  # a forked player's name (/proc/PID/comm): its index in
 
 def player_index(pid: int) -> int | None:
     """A forked player's index from its name, or None. Its /proc/PID/environ shows the fork server's
-    environment, not the one it runs with (that block is fixed at exec), so tools find the rank here."""
+    environment, not the one it runs with (that block is fixed at exec), so tools find the rank here.
+    A player can rename itself: the judge relies on none of this, only diagnostics and tests do."""
     try:
         with open(f"/proc/{pid}/comm") as f:
             name = f.read().strip()

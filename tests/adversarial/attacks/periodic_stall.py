@@ -3,9 +3,9 @@ judge which measures again after stalls keeps a lucky attempt without them.
 
 Problem: grad_acc_loss (a scalar all-reduce: the stall is many times a call's honest time).
 
-The judge must keep the stalls in the solution's time: any run of 28 consecutive calls holds four
-of them, so its mean is at least 4 * STALL_S / 28 above nothing; the speedup must not come out
-higher than the honest one.
+The judge must keep the stalls in the solution's time where every timed batch holds them (batches
+of 7 consecutive calls hold one each, STALL_S / 7 per call); the speedup must not come out higher
+than the honest one.
 """
 
 import time
