@@ -48,10 +48,12 @@ def _identify(pid: str) -> Player | None:
     cmdline = _read(f"/proc/{pid}/cmdline")
     if not cmdline or "evaluator.player" not in cmdline:
         return None
+    forked = player_index(int(pid))  # a forked player's environ is its fork server's
+    if forked is None and "evaluator.forkserver" in cmdline:
+        return None  # the fork server itself, before its forks (its command line names the players')
     environ = dict(kv.split("=", 1) for kv in (_read(f"/proc/{pid}/environ") or "").split("\0") if "=" in kv)
     build = environ.get("TORCH_EXTENSIONS_DIR", "")
     side = "reference" if "/reference/" in build else "solution"
-    forked = player_index(int(pid))  # a forked player's environ is its fork server's
     return Player(side=side, rank=str(forked) if forked is not None else environ.get("RANK", "?"))
 
 
