@@ -1,5 +1,6 @@
 """A player: the process that runs a submitted solution (or, under the same protocol, the
-reference), started as `python -m evaluator.player FD` inside the evaluation's sandbox.
+reference), started as `python -m evaluator.player FD` inside the evaluation's sandbox, or forked
+as if so (evaluator/forkserver.py).
 
 Everything here is in reach of the solution, which may patch or replace any of it: nothing a
 player says is trusted. The judge decides what is correct from the bytes in its arenas and how
