@@ -45,6 +45,14 @@ def run(tmp_path: Path, codes: list[str], spec: SandboxSpec | None = None, fds=N
     return exits, outputs
 
 
+def forked(tmp_path: Path, isolate: bool = True, preload: tuple[str, ...] = ("decimal",)) -> SandboxSpec:
+    """A fork server needs evaluator/ visible and on PYTHONPATH, as the evaluator's sandboxes have it."""
+    return SandboxSpec([REPO / "evaluator"], [], Path(HOME) if isolate else tmp_path, isolate=isolate, preload=preload)
+
+
+FORKED_ENV = {"PYTHONPATH": str(REPO)}
+
+
 def test_probe_finds_a_sandbox():
     assert probe() is None
 
@@ -204,7 +212,8 @@ def test_no_capabilities_and_no_new_privileges(tmp_path):
     assert status["mount"] == -1
 
 
-def test_fds_arrive_at_the_same_numbers_and_only_to_their_player(tmp_path):
+@pytest.mark.parametrize("start_by", ["exec", "fork"])
+def test_fds_arrive_at_the_same_numbers_and_only_to_their_player(tmp_path, start_by):
     pipes = [os.pipe(), os.pipe()]
     mine, other = pipes[0][1], pipes[1][1]
     code = """
@@ -213,18 +222,18 @@ def test_fds_arrive_at_the_same_numbers_and_only_to_their_player(tmp_path):
         if os.environ["INDEX"] == "1":
             mine, other = other, mine
         os.write(mine, b"from player " + os.environ["INDEX"].encode())
-        try:
-            os.fstat(other); leaked = True
-        except OSError:
-            leaked = False
-        print(json.dumps(leaked))
+        print(json.dumps(sorted(int(fd) for fd in os.listdir("/proc/self/fd"))))
     """
+    spec, env = (forked(tmp_path), FORKED_ENV) if start_by == "fork" else (None, {})
     try:
-        exits, leaked = run(tmp_path, [code, code], fds={0: (mine,), 1: (other,)}, FDS=f"{mine},{other}")
+        exits, open_fds = run(tmp_path, [code, code], spec, fds={0: (mine,), 1: (other,)}, FDS=f"{mine},{other}", **env)
         for _, w in pipes:
             os.close(w)
         assert exits == {0: 0, 1: 0}
-        assert leaked == [False, False]
+        # stdin, stdout, stderr, its own fd, and the one listdir itself opens: nothing of the other
+        # player's, of pid 1's or (forked) of the fork server's (the pids pipe, the other log)
+        assert [len(fds) for fds in open_fds] == [5, 5] and mine in open_fds[0] and other in open_fds[1], open_fds
+        assert other not in open_fds[0] and mine not in open_fds[1]
         assert [os.read(r, 100) for r, _ in pipes] == [b"from player 0", b"from player 1"]
     finally:
         for r, _ in pipes:
@@ -365,13 +374,6 @@ def test_not_isolated_still_has_fds_logs_and_limits(tmp_path):
 
 # -- players forked from one interpreter (SandboxSpec.preload, evaluator/forkserver.py) ------------
 
-def forked(tmp_path: Path, isolate: bool = True, preload: tuple[str, ...] = ("decimal",)) -> SandboxSpec:
-    """A fork server needs evaluator/ visible and on PYTHONPATH, as the evaluator's sandboxes have it."""
-    return SandboxSpec([REPO / "evaluator"], [], Path(HOME) if isolate else tmp_path, isolate=isolate, preload=preload)
-
-
-FORKED_ENV = {"PYTHONPATH": str(REPO)}
-
 
 @pytest.mark.parametrize("isolate", [True, False])
 def test_forked_players_end_as_their_own_interpreters_would(tmp_path, isolate):
@@ -409,33 +411,6 @@ def test_a_fork_server_that_cannot_preload_fails_every_player_with_a_reason(tmp_
         assert sandbox.exits() == {0: 127, 1: 127}
         assert all("fork server ended with status 1" in why for why in sandbox.errors.values()), sandbox.errors
     assert "ModuleNotFoundError" in (tmp_path / "p0.log").read_text()
-
-
-def test_forked_players_hold_only_their_own_fds(tmp_path):
-    pipes = [os.pipe(), os.pipe()]
-    mine, other = pipes[0][1], pipes[1][1]
-    code = """
-        import json, os
-        mine, other = (int(x) for x in os.environ["FDS"].split(","))
-        if os.environ["INDEX"] == "1":
-            mine, other = other, mine
-        os.write(mine, b"from player " + os.environ["INDEX"].encode())
-        print(json.dumps(sorted(int(fd) for fd in os.listdir("/proc/self/fd"))))
-    """
-    try:
-        exits, open_fds = run(tmp_path, [code, code], forked(tmp_path), fds={0: (mine,), 1: (other,)},
-                              FDS=f"{mine},{other}", **FORKED_ENV)
-        for _, w in pipes:
-            os.close(w)
-        assert exits == {0: 0, 1: 0}
-        # stdin, stdout, stderr, its own fd, and the one listdir itself opens: nothing of the other
-        # player's, of the fork server's (the pids pipe, the other log) or of pid 1's
-        assert [len(fds) for fds in open_fds] == [5, 5] and mine in open_fds[0] and other in open_fds[1], open_fds
-        assert other not in open_fds[0] and mine not in open_fds[1]
-        assert [os.read(r, 100) for r, _ in pipes] == [b"from player 0", b"from player 1"]
-    finally:
-        for r, _ in pipes:
-            os.close(r)
 
 
 def test_a_dead_forked_players_socket_closes_while_the_others_live(tmp_path):
