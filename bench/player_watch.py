@@ -57,13 +57,19 @@ def _identify(pid: str) -> Player | None:
     return Player(side=side, rank=str(forked) if forked is not None else environ.get("RANK", "?"))
 
 
+def _stat_fields(stat: str) -> list[str]:
+    """A /proc stat line's fields after the command name (which may hold spaces and parentheses):
+    index 0 is field 3 (the state), 11 and 12 utime and stime, 36 the CPU last run on."""
+    return stat.rsplit(")", 1)[1].split()
+
+
 def _sample(pid: str) -> tuple[tuple[int, int, int], int] | None:
     schedstat, status, stat = (_read(f"/proc/{pid}/{name}") for name in ("schedstat", "status", "stat"))
     if not (schedstat and status and stat):
         return None
     run_ns, wait_ns = (int(v) for v in schedstat.split()[:2])
     involuntary = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("nonvoluntary_ctxt_switches")), 0)
-    cpu = int(stat.rsplit(")", 1)[1].split()[36])  # field 39, counted after the command name
+    cpu = int(_stat_fields(stat)[36])
     return (run_ns, wait_ns, involuntary), cpu
 
 
@@ -91,7 +97,7 @@ def _threads() -> dict[tuple[str, str], tuple[str, int, int]]:
             if not stat or ")" not in stat:
                 continue
             name = stat[stat.index("(") + 1 : stat.rindex(")")]
-            fields = stat.rsplit(")", 1)[1].split()
+            fields = _stat_fields(stat)
             found[(pid, tid)] = (name, int(fields[11]) + int(fields[12]), int(fields[36]))
     return found
 

@@ -155,24 +155,21 @@ def report_players(rows: list[dict], console: Console) -> None:
     table = Table(title="players: CPU s / runqueue wait s / involuntary switches / CPUs seen on")
     for col in ("problem", "run", "speedups", "reference players", "solution players"):
         table.add_column(col)
-    seen = set()
+    firsts: dict[tuple, dict] = {}  # (problem, run) -> that evaluation's first row
     for r in rows:
-        key = (r["problem"], r.get("run"))
-        if key in seen or "players" not in r:
-            continue
-        seen.add(key)
+        if "players" in r:
+            firsts.setdefault((r["problem"], r.get("run")), r)
+    for key, r in firsts.items():
         speedups = " ".join(f"{x['speedup']:.3f}" for x in rows
                             if (x["problem"], x.get("run")) == key and "speedup" in x)
         cells = {side: "; ".join(f"r{p['rank']} {p['run_s']:.1f}/{p['wait_s']:.2f}/{p['involuntary']} cpu{p['cpus']}"
                                  for p in r["players"] if p["side"] == side) for side in (Side.REFERENCE, Side.SOLUTION)}
         table.add_row(r["problem"], str(r.get("run", 1)), speedups, cells[Side.REFERENCE], cells[Side.SOLUTION])
     console.print(table)
-    for r in rows:
-        if "busiest_threads" in r and (r["problem"], r.get("run")) in seen:
-            seen.discard((r["problem"], r.get("run")))
-            console.print(f"busiest threads, {r['problem']} run {r.get('run', 1)} ({r['wall_s']:.1f} s wall):")
-            for t in r["busiest_threads"]:
-                console.print(f"  {t['cpu_s']:6.1f} s  cpus {t['cpus']}  {escape(t['thread'])}  in  {escape(t['process'])}")
+    for r in firsts.values():
+        console.print(f"busiest threads, {r['problem']} run {r.get('run', 1)} ({r['wall_s']:.1f} s wall):")
+        for t in r["busiest_threads"]:
+            console.print(f"  {t['cpu_s']:6.1f} s  cpus {t['cpus']}  {escape(t['thread'])}  in  {escape(t['process'])}")
 
 
 def report_repeats(rows: list[dict], console: Console) -> None:
