@@ -17,6 +17,12 @@ def test_each_rank_gets_a_slice_its_judge_leads():
         Placement(judge=(0,), players=(1, 2, 3)), Placement(judge=(4,), players=(5, 6, 7))]
 
 
+def test_one_player_cpu_puts_both_sides_of_a_rank_on_one_cpu():
+    assert placement.plan(2, range(8), one_player_cpu=True) == [
+        Placement(judge=(0,), players=(1,)), Placement(judge=(4,), players=(5,))]
+    assert placement.plan(2, [0, 1], one_player_cpu=True) == [Placement((0,), (0,)), Placement((1,), (1,))]
+
+
 def test_a_slice_of_one_cpu_is_shared_and_too_few_cpus_are_shared_by_all():
     assert placement.plan(2, [0, 1]) == [Placement((0,), (0,)), Placement((1,), (1,))]
     assert placement.plan(4, [0, 1]) == [Placement((0, 1), (0, 1))] * 4
@@ -34,6 +40,10 @@ def test_off_unless_the_host_asks(monkeypatch):
     assert placement.for_host(2) is None
     monkeypatch.setenv(placement.ENV, "1")
     assert placement.for_host(1) == placement.plan(1, sorted(os.sched_getaffinity(0)))
+    monkeypatch.setenv(placement.ENV, "one")
+    assert placement.for_host(1) == placement.plan(1, sorted(os.sched_getaffinity(0)), one_player_cpu=True)
+    monkeypatch.setenv(placement.ENV, "yes")  # not a setting: off
+    assert placement.for_host(1) is None
 
 
 SEES_ITS_CPUS = """

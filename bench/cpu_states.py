@@ -1,0 +1,130 @@
+"""Does a CPU of this host change speed for seconds at a time, and is that per CPU or per process?
+
+One process visits every CPU in turn (sched_setaffinity), and on each runs a fixed chunk of work:
+a pure-Python loop, and, with --cuda, a host-bound CUDA call (tiny kernel launches, then a
+synchronisation). Only one of our threads is busy at any moment, so what changes a chunk's time
+is the CPU itself: another tenant on its core, its clock, the hypervisor (steal time).
+
+    python bench/cpu_states.py [--seconds 30] [--window 2] [--cuda] [--json out.json]
+
+Prints the topology, each CPU's steal time over the run, and per CPU and time window the median
+chunk time relative to the whole run's median (1.00 = typical; 1.9 = a slow state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return "?"
+
+
+def topology(cpus: list[int]) -> dict:
+    info = _read("/proc/cpuinfo")
+    model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
+    flags = next((line for line in info.splitlines() if line.startswith("flags")), "")
+    return {
+        "model": model,
+        "hypervisor": " hypervisor" in flags,
+        "siblings": {cpu: _read(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") for cpu in cpus},
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+    }
+
+
+def steal_ticks() -> dict[int, int]:
+    """Per CPU, the ticks the hypervisor gave to someone else (/proc/stat's eighth field)."""
+    ticks = {}
+    for line in _read("/proc/stat").splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name != "cpu" and len(fields) >= 8:
+            ticks[int(name[3:])] = int(fields[7])
+    return ticks
+
+
+def python_chunk(n: int) -> None:
+    total = 0
+    for i in range(n):
+        total += i * i
+
+
+def calibrate(target_ns: float) -> int:
+    n = 1000
+    while True:
+        t0 = time.perf_counter_ns()
+        python_chunk(n)
+        if time.perf_counter_ns() - t0 >= target_ns:
+            return n
+        n *= 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--window", type=float, default=2.0, help="seconds per column of the table")
+    parser.add_argument("--cuda", action="store_true", help="also time a host-bound CUDA call on each CPU")
+    parser.add_argument("--launches", type=int, default=40)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    cpus = sorted(os.sched_getaffinity(0))
+    print(json.dumps(topology(cpus)))
+    kinds = ["python"]
+    cuda_call = None
+    if args.cuda:
+        import torch
+
+        x = torch.zeros(1024, device="cuda")
+
+        def cuda_call() -> None:
+            for _ in range(args.launches):
+                x.add_(1.0)
+            torch.cuda.synchronize()
+
+        for _ in range(50):
+            cuda_call()
+        kinds.append("cuda")
+    n = calibrate(500_000)
+    samples: dict[str, dict[int, list[tuple[float, float]]]] = {k: {c: [] for c in cpus} for k in kinds}
+    steal0 = steal_ticks()
+    start = time.monotonic()
+    while (now := time.monotonic() - start) < args.seconds:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            for kind in kinds:
+                t0 = time.perf_counter_ns()
+                python_chunk(n) if kind == "python" else cuda_call()
+                samples[kind][cpu].append((time.monotonic() - start, (time.perf_counter_ns() - t0) / 1e3))
+    os.sched_setaffinity(0, set(cpus))
+    steal1 = steal_ticks()
+    hz = os.sysconf("SC_CLK_TCK")
+    print("steal over the run (ms) per CPU:", {c: round((steal1.get(c, 0) - steal0.get(c, 0)) * 1000 / hz) for c in cpus})
+
+    windows = max(1, int(args.seconds // args.window))
+    for kind in kinds:
+        overall = statistics.median(t for c in cpus for _, t in samples[kind][c])
+        print(f"\n{kind}: median chunk {overall:.1f} us; per CPU and {args.window:g} s window, median / overall")
+        print("cpu  " + " ".join(f"{w * args.window:>5.0f}" for w in range(windows)) + "   spread")
+        for cpu in cpus:
+            cells = []
+            for w in range(windows):
+                times = [t for at, t in samples[kind][cpu] if w * args.window <= at < (w + 1) * args.window]
+                cells.append(statistics.median(times) / overall if times else float("nan"))
+            finite = [c for c in cells if c == c]
+            spread = max(finite) / min(finite) if finite else float("nan")
+            print(f"{cpu:>3}  " + " ".join(f"{c:5.2f}" for c in cells) + f"   {spread:5.2f}")
+    if args.json:
+        args.json.write_text(json.dumps({"samples": {k: {str(c): v for c, v in s.items()} for k, s in samples.items()},
+                                         "steal": {c: steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}}))
+
+
+if __name__ == "__main__":
+    main()
