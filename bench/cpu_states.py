@@ -96,7 +96,7 @@ def main() -> None:
     samples: dict[str, dict[int, list[tuple[float, float]]]] = {k: {c: [] for c in cpus} for k in kinds}
     steal0 = steal_ticks()
     start = time.monotonic()
-    while (now := time.monotonic() - start) < args.seconds:
+    while time.monotonic() - start < args.seconds:
         for cpu in cpus:
             os.sched_setaffinity(0, {cpu})
             for kind in kinds:
