@@ -3,7 +3,8 @@
 One process visits every CPU in turn (sched_setaffinity), and on each runs a fixed chunk of work:
 a pure-Python loop, and, with --cuda, a host-bound CUDA call (tiny kernel launches, then a
 synchronisation). Only one of our threads is busy at any moment, so what changes a chunk's time
-is the CPU itself: another tenant on its core, its clock, the hypervisor (steal time).
+is the CPU itself: another tenant on its core, its clock, the hypervisor (steal time), its
+distance from the GPU (NUMA node).
 
     python bench/cpu_states.py [--seconds 30] [--window 2] [--cuda] [--json out.json]
 
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -28,6 +30,19 @@ def _read(path: str) -> str:
         return "?"
 
 
+def gpu_local_cpus() -> str:
+    """The CPUs the kernel calls local to GPU 0 (its PCI device's NUMA node), or "?"."""
+    try:
+        bus = subprocess.run(["nvidia-smi", "--query-gpu=pci.bus_id", "--format=csv,noheader", "-i", "0"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    if not bus:
+        return "?"
+    device = bus.lower()[-12:]  # 00000000:18:00.0 -> 0000:18:00.0
+    return f"{_read(f'/sys/bus/pci/devices/{device}/local_cpulist')} (node {_read(f'/sys/bus/pci/devices/{device}/numa_node')})"
+
+
 def topology(cpus: list[int]) -> dict:
     info = _read("/proc/cpuinfo")
     model = next((line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")), "?")
@@ -37,6 +52,8 @@ def topology(cpus: list[int]) -> dict:
         "hypervisor": " hypervisor" in flags,
         "siblings": {cpu: _read(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") for cpu in cpus},
         "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "numa_nodes": {p.name: _read(str(p / "cpulist")) for p in sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))},
+        "gpu0_local_cpus": gpu_local_cpus(),
     }
 
 
