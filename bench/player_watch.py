@@ -1,5 +1,5 @@
 """What the scheduler did to each player process during an evaluation: CPU time, time spent ready
-but waiting for a CPU, involuntary context switches, and which CPUs it ran on. For telling apart
+but waiting for a CPU, involuntary context switches, page faults, and which CPUs it ran on. For telling apart
 the causes of an offset between two processes of identical code (bench/suite_timings.py
 `--watch`): a slow side that waited for CPUs, or was switched out, was short of CPU; one that
 was not ran slower on its own. Also every thread on the host, every half second: the busiest
@@ -31,8 +31,8 @@ TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 class Player:
     side: str
     rank: str
-    first: tuple[int, int, int] | None = None  # run ns, wait ns, involuntary switches at first sight
-    last: tuple[int, int, int] | None = None
+    first: tuple[int, int, int, int] | None = None  # run ns, wait ns, involuntary switches, minor faults at first sight
+    last: tuple[int, int, int, int] | None = None
     cpus: collections.Counter = field(default_factory=collections.Counter)
 
 
@@ -59,18 +59,18 @@ def _identify(pid: str) -> Player | None:
 
 def _stat_fields(stat: str) -> list[str]:
     """A /proc stat line's fields after the command name (which may hold spaces and parentheses):
-    index 0 is field 3 (the state), 11 and 12 utime and stime, 36 the CPU last run on."""
+    index 0 is field 3 (the state), 7 minor faults, 11 and 12 utime and stime, 36 the CPU last run on."""
     return stat.rsplit(")", 1)[1].split()
 
 
-def _sample(pid: str) -> tuple[tuple[int, int, int], int] | None:
+def _sample(pid: str) -> tuple[tuple[int, int, int, int], int] | None:
     schedstat, status, stat = (_read(f"/proc/{pid}/{name}") for name in ("schedstat", "status", "stat"))
     if not (schedstat and status and stat):
         return None
     run_ns, wait_ns = (int(v) for v in schedstat.split()[:2])
     involuntary = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("nonvoluntary_ctxt_switches")), 0)
-    cpu = int(_stat_fields(stat)[36])
-    return (run_ns, wait_ns, involuntary), cpu
+    fields = _stat_fields(stat)
+    return (run_ns, wait_ns, involuntary, int(fields[7])), int(fields[36])
 
 
 @dataclass
@@ -163,14 +163,14 @@ class PlayerWatch:
                 for (pid, tid), t in ranked]
 
     def summary(self) -> list[dict]:
-        """Per player seen: side, rank, CPU seconds, runqueue-wait seconds and involuntary switches
-        while watched (its whole life but the first sample: start-up included), and the CPUs it was
+        """Per player seen: side, rank, CPU seconds, runqueue-wait seconds, involuntary switches and
+        minor page faults while watched (its whole life but the first sample: start-up included), and the CPUs it was
         seen on (most often first)."""
         rows = []
         for pid, p in sorted(self.players.items(), key=lambda kv: (kv[1].side, kv[1].rank)):
             if p.first is None:
                 continue
-            run, wait, invol = (b - a for a, b in zip(p.first, p.last))
+            run, wait, invol, faults = (b - a for a, b in zip(p.first, p.last))
             rows.append({"pid": int(pid), "side": p.side, "rank": p.rank, "run_s": run / 1e9, "wait_s": wait / 1e9,
-                         "involuntary": invol, "cpus": [c for c, _ in p.cpus.most_common(4)]})
+                         "involuntary": invol, "minor_faults": faults, "cpus": [c for c, _ in p.cpus.most_common(4)]})
         return rows

@@ -152,7 +152,7 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
 def report_players(rows: list[dict], console: Console) -> None:
     """Per evaluation (its first shape's row), each player's CPU and scheduling record beside the
     speedups: a side that read slow because it waited for CPUs shows it here."""
-    table = Table(title="players: CPU s / runqueue wait s / involuntary switches / CPUs seen on")
+    table = Table(title="players: CPU s / runqueue wait s / involuntary switches / minor faults / CPUs seen on")
     for col in ("problem", "run", "speedups", "reference players", "solution players"):
         table.add_column(col)
     firsts: dict[tuple, dict] = {}  # (problem, run) -> that evaluation's first row
@@ -162,7 +162,7 @@ def report_players(rows: list[dict], console: Console) -> None:
     for key, r in firsts.items():
         speedups = " ".join(f"{x['speedup']:.3f}" for x in rows
                             if (x["problem"], x.get("run")) == key and "speedup" in x)
-        cells = {side: "; ".join(f"r{p['rank']} {p['run_s']:.1f}/{p['wait_s']:.2f}/{p['involuntary']} cpu{p['cpus']}"
+        cells = {side: "; ".join(f"r{p['rank']} {p['run_s']:.1f}/{p['wait_s']:.2f}/{p['involuntary']}/{p['minor_faults']} cpu{p['cpus']}"
                                  for p in r["players"] if p["side"] == side) for side in (Side.REFERENCE, Side.SOLUTION)}
         table.add_row(r["problem"], str(r.get("run", 1)), speedups, cells[Side.REFERENCE], cells[Side.SOLUTION])
     console.print(table)

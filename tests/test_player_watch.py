@@ -36,7 +36,7 @@ def test_each_player_is_reported_with_its_side_rank_and_cpu_time():
     assert (ref["side"], ref["rank"], sol["side"], sol["rank"]) == ("reference", "0", "solution", "1")
     for r in (ref, sol):
         assert 0.2 < r["run_s"] <= 1.2, r  # a CPU second's spin, less its start before the first sample
-        assert r["wait_s"] >= 0 and r["involuntary"] >= 0 and r["cpus"], r
+        assert r["wait_s"] >= 0 and r["involuntary"] >= 0 and r["minor_faults"] >= 0 and r["cpus"], r
 
 
 def test_the_busiest_threads_on_the_host_include_a_spinning_one():
