@@ -17,6 +17,7 @@ import time
 
 from evaluator.gpu_lock import GpuLocker
 from evaluator.isolation_init import descendants
+from evaluator.placement import cpu_list
 
 # How long to wait for every stopped process to have stopped. A process stops once it leaves the
 # kernel; an honest one is never there this long, and one that stays (or cannot be signalled) makes
@@ -49,6 +50,23 @@ def _stop_pending(pid: int) -> bool:
         return False
 
 
+def _threads_cpus(pid: int) -> dict[int, set[int]]:
+    """Each thread of the process: the CPUs it may run on."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                line = next(line for line in f if line.startswith("Cpus_allowed_list:"))
+            found[int(tid)] = cpu_list(line.split(":", 1)[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+    return found
+
+
 def _held(pid: int) -> bool:
     """Stopped or gone; or asleep in the kernel with the stop pending (a vfork parent whose child
     was stopped before it could exec sleeps there until the child goes on): such a process stops
@@ -58,11 +76,13 @@ def _held(pid: int) -> bool:
 
 
 class Freezer:
-    """`gpu` (on GPU hosts): the lock that drains and holds the processes' GPU work first."""
+    """`gpu` (on GPU hosts): the lock that drains and holds the processes' GPU work first.
+    `placed_cpus`: the CPUs the launcher placed the processes on (evaluator/placement.py), or None."""
 
-    def __init__(self, root_pid: int, gpu: GpuLocker | None = None):
+    def __init__(self, root_pid: int, gpu: GpuLocker | None = None, placed_cpus: set[int] | None = None):
         self.root = root_pid
         self.gpu = gpu
+        self.placed_cpus = placed_cpus
         self.stopped: set[int] = set()
 
     def _signal(self, pids: set[int], sig: int) -> None:
@@ -87,6 +107,17 @@ class Freezer:
             self._signal(running, signal.SIGSTOP)
             self.stopped |= running
             time.sleep(0.0002)
+
+    def off_placement(self) -> list[str]:
+        """The threads (as "pid/tid (CPUs)") that widened their CPUs beyond the placement: a
+        solution that could pick a faster CPU than the reference shares would time against it
+        unevenly. Narrowing within the placement is fine. Empty when nothing was placed. (The
+        sandbox's own processes run within the placement too: evaluator/isolation.py.)"""
+        if self.placed_cpus is None:
+            return []
+        return [f"{pid}/{tid} ({','.join(map(str, sorted(cpus - self.placed_cpus)))})"
+                for pid in sorted(descendants(self.root)) for tid, cpus in sorted(_threads_cpus(pid).items())
+                if not cpus <= self.placed_cpus]
 
     def thaw(self) -> list[str]:
         """Resume them (and then their GPU work). Returns those that could not be, as freeze."""

@@ -304,12 +304,15 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         "preload": None if spec.preload is None else list(spec.preload),
     }
     argv = [*prefix, sys.executable, "-I", "-S", str(INIT), str(config_child.fileno())]
+    # Where the players are placed, the sandbox's own processes run on their CPUs too: the judge
+    # then finds every process of the sandbox within the placement unless a player widened it.
+    placed = set().union(*(p.cpus for p in players)) if all(p.cpus for p in players) else None
     stderr = tempfile.TemporaryFile()  # unshare's and isolation_init's own complaints, for SandboxUnavailable
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, cwd="/",
             env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, pass_fds=(status_w, config_child.fileno()),
-            start_new_session=True,
+            start_new_session=True, preexec_fn=(lambda: os.sched_setaffinity(0, placed)) if placed else None,
         )
     except BaseException:
         os.close(status_r)

@@ -271,7 +271,8 @@ class Judge:
                 torch.cuda.set_device(self.device)
             if (root := self.cfg.get("solution_root")) and self.rank == 0:
                 try:
-                    self.freezer = Freezer(root, GpuLocker() if self.on_gpu else None)
+                    placed = self.cfg.get("placed_player_cpus")
+                    self.freezer = Freezer(root, GpuLocker() if self.on_gpu else None, set(placed) if placed else None)
                 except LockUnavailable as exc:
                     raise HostError(f"this host cannot hold the solution's GPU work while the reference is timed: {exc}") from None
             # The judges' own group: they coordinate among themselves, never with the players.
@@ -447,6 +448,10 @@ class Judge:
             # Frozen: whatever runs on may be slowing the reference, so no speedup measured now is defensible.
             what = "stopped while the reference was timed" if frozen else "resumed"
             raise Verdict(Status.REJECTED, f"processes of the solution's sandbox could not be {what}: {', '.join(failed[:8])}")
+        if frozen and self.freezer is not None and (moved := self.freezer.off_placement()):
+            raise Verdict(Status.REJECTED, "the solution's threads widened the CPUs they may run on beyond the one "
+                          "its rank's reference shares with it, so the two sides were not timed alike (thread, "
+                          f"CPUs beyond: {', '.join(moved[:8])}); leave the CPU affinity as the judge sets it")
 
     def snapshot_of(self, out: transport.Arena, nbytes: int, key: str) -> transport.Arena:
         """The judge's copy of a batch's output slots, in a buffer kept per side (and for null

@@ -201,7 +201,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
         (submission / "solution.py").write_text(req.solution_code)
         targets = {"solution": {"kind": "file", "path": str(submission / "solution.py")}, "reference": source}
         sides = {side: _side_layout(req, side, workdir, build_dirs[side], submission) for side in SIDES}
-        placements = placement.for_host(req.world_size)
+        placements = placement.for_host(req.world_size, req.mode)
         for side, layout in sides.items():
             players = []
             for rank in range(req.world_size):
@@ -230,6 +230,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
                 "flush_l2_mib": req.flush_l2_mib,
                 "solution_root": boxes["solution"].host_pid,
+                "placed_player_cpus": sorted({c for p in placements for c in p.players}) if placements else None,
             }
             lines = [json.dumps(config)] + [
                 json.dumps(m) for m in seed_stream(secret, source.get("id"), shapes, rank, req.trials, req.iters > 0)

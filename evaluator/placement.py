@@ -1,14 +1,19 @@
-"""Which CPUs each rank's judge and players run on, when the host asks for it: PKB_PIN_CPUS=1 gives
-each rank a slice of the CPUs, PKB_PIN_CPUS=one puts both sides' players of a rank on one CPU.
+"""Which CPUs each rank's judge and players run on. In gpu mode (the one whose times rank) both
+sides' players of a rank share one CPU, and the judge has one of its own; a host may choose
+otherwise with PKB_PIN_CPUS: "one" (that), "1" (each rank a slice: the judge its first CPU, the
+players the rest) or "0" (no pinning, the default in the other modes).
 
-Why: on host-bound calls, identical code in two player processes ran 1-5% apart for a whole
-evaluation on an H100 host (bench/NOTES.md, the noise table), an offset that the interval over
-pairs cannot see. The two players of a rank never run at once (the solution's are stopped while
-the reference is timed), so both can be given the same CPUs, and the judge one of its own: then
-neither side can draw the faster core. On a virtual machine a CPU's speed can change for
-seconds at a time (another tenant on its core); players that share one CPU share its state too,
-so it cancels in a pair's ratio. Off by default until measured on a GPU host. A solution may
-widen its own set with sched_setaffinity: this evens out honest code, it is not a boundary.
+Why: on a virtual machine a CPU's speed changes for seconds at a time, by up to 1.8x, each CPU
+on its own (bench/cpu_states.py on an H100 host: every one of 16 CPUs moved between two levels
+in 2 s windows, with no steal time). Two player processes on different CPUs then time identical
+host-bound code up to 2x apart, and a side that stays on a slow CPU for a whole evaluation moves
+the speedup with an interval that cannot show it. The two players of a rank never run at once
+(the solution's are stopped while the reference is timed), so they can share one CPU; a pair's
+two batches, back to back, then meet the same state and it cancels in their ratio. Measured
+(bench/NOTES.md, "Identical code across the suite"): identical code on five host-bound shapes
+read within [0.97, 1.03] in 12 of 15 fresh evaluations on one CPU, 7 of 15 unpinned. The cost:
+both players start on that CPU (an evaluation about 2.5 s longer). A solution may widen its own
+set with sched_setaffinity: this evens out honest code, it is not a boundary.
 Torch-free and small: the launcher imports it.
 """
 
@@ -19,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ENV = "PKB_PIN_CPUS"
+WORKER_ENV = "PKB_WORKER_CPUS"  # a GPU worker's own CPUs (evaluator/worker.py), for hosts with several workers
 
 
 @dataclass(frozen=True)
@@ -27,10 +33,14 @@ class Placement:
     players: tuple[int, ...]  # both sides' players of the rank
 
 
-def setting() -> str:
-    """"1" (slices), "one" (one CPU for a rank's players) or "" (off)."""
+SETTINGS = ("0", "1", "one")
+DEFAULT = {"gpu": "one"}  # by mode; any other mode: "0"
+
+
+def setting(mode: str) -> str:
+    """The host's PKB_PIN_CPUS if it is one of SETTINGS, else the mode's default."""
     value = os.environ.get(ENV, "")
-    return value if value in ("1", "one") else ""
+    return value if value in SETTINGS else DEFAULT.get(mode, "0")
 
 
 def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> list[Placement]:
@@ -51,7 +61,20 @@ def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> 
     return placements
 
 
-def for_host(world_size: int) -> list[Placement] | None:
-    """The placements for an evaluation on this host, or None when pinning is off."""
-    mode = setting()
-    return plan(world_size, sorted(os.sched_getaffinity(0)), one_player_cpu=mode == "one") if mode else None
+def for_host(world_size: int, mode: str) -> list[Placement] | None:
+    """The placements for an evaluation on this host, or None when pinning is off. The default
+    pins only where every rank gets a CPU for its judge and one for its players."""
+    chosen, cpus = setting(mode), sorted(os.sched_getaffinity(0))
+    chosen_by_host = os.environ.get(ENV, "") in SETTINGS
+    if chosen == "0" or (not chosen_by_host and len(cpus) < 2 * world_size):
+        return None
+    return plan(world_size, cpus, one_player_cpu=chosen == "one")
+
+
+def cpu_list(text: str) -> set[int]:
+    """The CPUs of a list such as "0-3,8,10-11"."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        low, _, high = part.partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus

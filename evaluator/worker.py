@@ -43,6 +43,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Exchange, Queue
 
+from evaluator import placement
 from evaluator.results import InvalidResult, Result, Stage
 
 log = logging.getLogger("pkb.worker")
@@ -402,6 +403,22 @@ def hide_from_solutions() -> None:
         log.warning("could not make the worker non-dumpable; run ranks under a separate user")
 
 
+def worker_cpus() -> set[int] | None:
+    """The CPUs this worker keeps to (PKB_WORKER_CPUS, e.g. "0-63"), or None for all it may use.
+    Several workers on one host each keep to their own: every evaluation places its judges and
+    players within its worker's CPUs (evaluator/placement.py), never on another worker's."""
+    value = os.environ.get(placement.WORKER_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        cpus = placement.cpu_list(value)
+    except ValueError:
+        raise SystemExit(f"evaluator.worker: {placement.WORKER_ENV}={value!r} is not a CPU list such as 0-63") from None
+    if not cpus <= os.sched_getaffinity(0):
+        raise SystemExit(f"evaluator.worker: {placement.WORKER_ENV}={value!r} names CPUs this worker may not run on")
+    return cpus
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evaluator.worker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--hardware", default=os.environ.get("PKB_HARDWARE"), help="hardware slug; queue gpu.<slug>")
@@ -414,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("evaluator.worker: torch was imported before the worker started")
     os.environ.update(NO_MULTICAST)
     hide_from_solutions()
+    if cpus := worker_cpus():
+        os.sched_setaffinity(0, cpus)
     from evaluator import isolation
 
     if (reason := isolation.probe()) is not None:

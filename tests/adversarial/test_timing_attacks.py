@@ -8,8 +8,11 @@ what the solution provably spent (its sleeps)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from evaluator import placement
 from evaluator.results import Status
 
 SLOW_SOLUTION_US = 5000  # fake_timers.SLEEP_S
@@ -133,3 +136,16 @@ def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_
     doc = adv.judge("allreduce", "skip_l2_flush", **settings)
     assert doc["status"] == "correct", adv.summary(doc)
     adv.assert_not_faster(doc)
+
+
+@pytest.mark.parametrize("variant", ["main_thread", "every_thread"])
+def test_leaving_the_cpu_the_reference_shares_is_refused(adv, variant, monkeypatch):
+    """Both sides' players of a rank share one CPU (evaluator/placement.py: gpu mode's default,
+    asked for here in any mode); a solution that widens its affinity could be timed on a faster
+    CPU than the reference's. At world 1 the judge has a CPU of its own and the players one other."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs: one for the judge, one for the players")
+    monkeypatch.setenv(placement.ENV, "one")
+    doc = adv.judge_appended("allreduce", "cpu_shopping", variant=variant, world_size=1, **adv.TIMED)
+    assert doc["status"] == "rejected", adv.summary(doc)
+    assert "widened the CPUs" in doc["reason"], adv.summary(doc)

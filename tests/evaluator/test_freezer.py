@@ -13,6 +13,7 @@ import pytest
 
 from evaluator.freezer import Freezer, _state
 from evaluator.isolation_init import descendants
+from evaluator.placement import cpu_list
 
 # A parent that forks two spinning children, one of which starts its own session and forks a
 # spinning grandchild; the parent spins too.
@@ -128,3 +129,8 @@ def test_a_vfork_parent_held_by_its_stopped_child_counts_as_stopped():
             os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+
+
+def test_cpu_lists_read_as_the_kernel_writes_them():
+    assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert cpu_list("5") == {5} and cpu_list("") == set()

@@ -35,15 +35,22 @@ def test_nothing_to_place_is_refused():
         placement.plan(1, [])
 
 
-def test_off_unless_the_host_asks(monkeypatch):
+def test_gpu_mode_shares_a_cpu_per_rank_unless_the_host_says_otherwise(monkeypatch):
+    cpus = sorted(os.sched_getaffinity(0))
     monkeypatch.delenv(placement.ENV, raising=False)
-    assert placement.for_host(2) is None
+    assert placement.for_host(2, "cpu") is None and placement.for_host(2, "shared-gpu") is None
+    expected = placement.plan(1, cpus, one_player_cpu=True) if len(cpus) >= 2 else None
+    assert placement.for_host(1, "gpu") == expected
+    assert placement.for_host(len(cpus), "gpu") is None  # too few CPUs for a judge's and the players' own
+    monkeypatch.setenv(placement.ENV, "0")
+    assert placement.for_host(1, "gpu") is None
     monkeypatch.setenv(placement.ENV, "1")
-    assert placement.for_host(1) == placement.plan(1, sorted(os.sched_getaffinity(0)))
+    assert placement.for_host(1, "cpu") == placement.plan(1, cpus)
     monkeypatch.setenv(placement.ENV, "one")
-    assert placement.for_host(1) == placement.plan(1, sorted(os.sched_getaffinity(0)), one_player_cpu=True)
-    monkeypatch.setenv(placement.ENV, "yes")  # not a setting: off
-    assert placement.for_host(1) is None
+    assert placement.for_host(1, "cpu") == placement.plan(1, cpus, one_player_cpu=True)
+    assert placement.for_host(4 * len(cpus), "gpu") == placement.plan(4 * len(cpus), cpus, one_player_cpu=True)  # asked for
+    monkeypatch.setenv(placement.ENV, "yes")  # not a setting: the mode's default
+    assert placement.for_host(1, "cpu") is None and placement.for_host(1, "gpu") == expected
 
 
 SEES_ITS_CPUS = """
@@ -60,10 +67,13 @@ def solution(*inputs):
 """
 
 
-def test_pinned_players_run_on_their_ranks_cpus(monkeypatch):
-    """Both sides' players (the solution checks its own) run on the CPUs the plan gives them."""
-    monkeypatch.setenv(placement.ENV, "1")
-    (expected,) = placement.plan(1, sorted(os.sched_getaffinity(0)))
+@pytest.mark.parametrize("setting", ["1", "one"])
+def test_pinned_players_run_on_their_ranks_cpus(monkeypatch, setting):
+    """Both sides' players (the solution checks its own) run on the CPUs the plan gives them, and
+    an honest solution that stays there is judged (the judge refuses one that leaves them:
+    tests/adversarial/test_timing_attacks.py)."""
+    monkeypatch.setenv(placement.ENV, setting)
+    (expected,) = placement.plan(1, sorted(os.sched_getaffinity(0)), one_player_cpu=setting == "one")
     code = tasks.reference_source("allreduce") + SEES_ITS_CPUS.replace("EXPECTED", repr(set(expected.players)))
     request = EvaluationRequest(problem="allreduce", solution_code=code, world_size=1, mode="cpu", shapes=["small"],
                                 warmup=1, iters=2, trials=1, timeout_s=60, timing_budget_s=0)
@@ -73,3 +83,17 @@ def test_pinned_players_run_on_their_ranks_cpus(monkeypatch):
     unpinned = evaluate(request)
     if len(os.sched_getaffinity(0)) > 1:  # with one CPU, pinned or not is the same set
         assert unpinned["status"] == "runtime_error" and "players run on" in unpinned["reason"]
+
+
+def test_a_worker_keeps_to_the_cpus_its_host_gives_it(monkeypatch):
+    from evaluator.worker import worker_cpus
+
+    mine = sorted(os.sched_getaffinity(0))
+    monkeypatch.delenv(placement.WORKER_ENV, raising=False)
+    assert worker_cpus() is None
+    monkeypatch.setenv(placement.WORKER_ENV, f"{mine[0]}")
+    assert worker_cpus() == {mine[0]}
+    for wrong in ("all", f"{max(mine) + 1}-{max(mine) + 4}"):
+        monkeypatch.setenv(placement.WORKER_ENV, wrong)
+        with pytest.raises(SystemExit, match=placement.WORKER_ENV):
+            worker_cpus()
