@@ -278,7 +278,9 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
 # most of an evaluation's start (allreduce small at world 2: 7.0-7.9 s an evaluation before, 5.0 s
 # forked; at world 4, 10.8-11.3 s and 7.1-7.9 s). None of it starts a thread or touches a GPU.
 PLAYER_PRELOAD = ("torch", "torch.distributed", "evaluator.transport")
-# The modes whose players are forked. The GPU modes follow once forked players have been run on a GPU.
+# The modes whose players are forked. Not the GPU modes yet: forked, on an H100, the symmetric-memory
+# tests and a shared-gpu selfcheck (at repro_linear, after 47 problems) hung, the judges waiting
+# for a player's answer and the players for a request (bin/gpu-check evalgpu selfshared).
 FORKED_MODES = (Mode.CPU,)
 
 

@@ -138,7 +138,9 @@ def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_
     adv.assert_not_faster(doc)
 
 
-@pytest.mark.parametrize("variant", ["main_thread", "every_thread"])
+@pytest.mark.parametrize("variant", ["main_thread", "every_thread", pytest.param("while_calling", marks=pytest.mark.xfail(
+    strict=True, reason="known gap: the affinity is checked while the solution is stopped, and this one narrows back "
+    "before each call returns; closing it needs a filter on sched_setaffinity in the sandbox"))])
 def test_leaving_the_cpu_the_reference_shares_is_refused(adv, variant, monkeypatch):
     """Both sides' players of a rank share one CPU (evaluator/placement.py: gpu mode's default,
     asked for here in any mode); a solution that widens its affinity could be timed on a faster

@@ -9,8 +9,12 @@ the test, so the answers are honest.
 VARIANT "main_thread": the player's main thread widens its own affinity at import.
 VARIANT "every_thread": every thread of the process, widened from a thread of its own, after the
 first call.
+VARIANT "while_calling": widened at the start of every call and narrowed back at its end, so that
+between batches, when the judge looks, it is where the judge put it.
 
-The judge must refuse to rank it: the document is `rejected`, naming the widened threads.
+The judge must refuse to rank it: the document is `rejected`, naming the widened threads. It
+catches the first two; the third is a known gap (the test is an expected failure): the judge
+checks the affinity only while the solution is stopped.
 """
 
 import os
@@ -43,4 +47,11 @@ def solution(*inputs):
         worker = threading.Thread(target=_widen_every_thread)
         worker.start()
         worker.join()
-    return _honest_solution(*inputs)
+    if VARIANT != "while_calling":
+        return _honest_solution(*inputs)
+    placed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, _every_cpu)
+    try:
+        return _honest_solution(*inputs)
+    finally:
+        os.sched_setaffinity(0, placed)
