@@ -14,7 +14,7 @@ here may start a thread or touch a GPU before the forks (CUDA does not survive a
                "players": [{"argv", "env", "fds", "log_fd", "cpus"}, ...]}
 
 Writes one JSON line per player on `pids_fd`: {"player": i, "pid": PID} or {"player": i, "error": ...}.
-Standard library only.
+Standard library only (and evaluator/isolation_init.py, which is too).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import resource
 import runpy
 import sys
 import traceback
+
+from evaluator.isolation_init import keep_affinity
 
 
 def target(argv: list[str]) -> tuple[str, str, list[str]]:
@@ -70,6 +72,7 @@ def become(player: dict, index: int) -> None:
     os.environ.update(player["env"])
     if player["cpus"]:
         os.sched_setaffinity(0, player["cpus"])
+        keep_affinity()  # as an exec'd player (evaluator/isolation_init.py)
 
 
 def run(kind: str, what: str, args: list[str]) -> int:

@@ -198,6 +198,69 @@ def drop_privileges() -> None:
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
+# A seccomp filter that turns sched_setaffinity into a call that succeeds and does nothing, for a
+# player placed on its CPUs (evaluator/placement.py): a solution cannot leave the CPU its rank's
+# reference shares, and honest code that narrows its threads' CPUs (NCCL does) runs on as before.
+# Per architecture, with the 32-bit (and x32) entry points a 64-bit process can also call.
+AUDIT_ARCH = {"x86_64": 0xC000003E, "i386": 0x40000003, "aarch64": 0xC00000B7, "arm": 0x40000028}
+SCHED_SETAFFINITY = {"x86_64": (203, 0x40000000 | 203), "i386": (241,), "aarch64": (122,), "arm": (241,)}
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000  # ERRNO with errno 0: returns 0
+
+
+def affinity_filter() -> list[tuple[int, int, int, int]]:
+    """The filter's instructions (code, jt, jf, k): per architecture, its sched_setaffinity numbers
+    jump to the no-op; everything else is allowed."""
+    program: list[tuple] = [("ld", 4)]  # the architecture (seccomp_data.arch)
+    for arch, numbers in SCHED_SETAFFINITY.items():
+        program.append(("jeq", AUDIT_ARCH[arch], None, "next"))  # not this one: the next test, arch still loaded
+        program.append(("ld", 0))  # the syscall number (seccomp_data.nr)
+        program += [("jeq", n, "noop", "allow" if n == numbers[-1] else None) for n in numbers]
+    program += [("ret", SECCOMP_RET_ALLOW), ("ret", SECCOMP_RET_ERRNO)]
+    allow, noop = len(program) - 2, len(program) - 1
+    arch_tests = [i for i, ins in enumerate(program) if ins[0] == "jeq" and ins[3] == "next"]
+    code = []
+    for at, ins in enumerate(program):
+        if ins[0] != "jeq":
+            code.append((BPF_LD_W_ABS if ins[0] == "ld" else BPF_RET_K, 0, 0, ins[1]))
+            continue
+
+        def offset(to: str | None, at: int = at) -> int:
+            if to is None:
+                return 0
+            index = next((i for i in arch_tests if i > at), allow) if to == "next" else {"noop": noop, "allow": allow}[to]
+            return index - at - 1
+
+        code.append((BPF_JEQ_K, offset(ins[2]), offset(ins[3]), ins[1]))
+    return code
+
+
+def keep_affinity() -> None:
+    """Install the filter in this process (inherited by its threads, children and execs). Where
+    the kernel refuses it, says so on stderr (the player's log) and goes on: the judge still
+    refuses a solution found off its CPUs whenever it stops it (evaluator/freezer.py)."""
+    try:
+        _install_affinity_filter()
+    except OSError as exc:
+        print(f"sandbox: CPU affinity left open: {exc}", file=sys.stderr, flush=True)
+
+
+def _install_affinity_filter() -> None:
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    code = affinity_filter()
+    filters = (SockFilter * len(code))(*[SockFilter(*ins) for ins in code])
+    prog = SockFprog(len(code), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")  # drop_privileges set it; a forked player too
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
+
+
 def spawn(player: dict, cwd: str) -> int:
     """Fork and exec one player: its own session, stdin /dev/null, stdout and stderr to its log, its
     handed fds at the numbers it was promised (`player["fds"]`), nothing else. Raises OSError when
@@ -231,6 +294,8 @@ def spawn(player: dict, cwd: str) -> int:
                 os.sched_setaffinity(0, player["cpus"])
             limit_resources()
             drop_privileges()
+            if player.get("cpus"):
+                keep_affinity()
             os.execvpe(player["argv"][0], player["argv"], player["env"])
         except BaseException as e:  # noqa: B036 - whatever happens, report it and never return into the parent's code
             os.write(errors_w, f"{type(e).__name__}: {e}".encode())

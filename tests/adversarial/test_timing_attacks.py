@@ -138,16 +138,14 @@ def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_
     adv.assert_not_faster(doc)
 
 
-@pytest.mark.parametrize("variant", ["main_thread", "every_thread", pytest.param("while_calling", marks=pytest.mark.xfail(
-    strict=True, reason="known gap: the affinity is checked while the solution is stopped, and this one narrows back "
-    "before each call returns; closing it needs a filter on sched_setaffinity in the sandbox"))])
-def test_leaving_the_cpu_the_reference_shares_is_refused(adv, variant, monkeypatch):
+@pytest.mark.parametrize("variant", ["main_thread", "every_thread", "while_calling"])
+def test_the_cpu_the_reference_shares_cannot_be_left(adv, variant, monkeypatch):
     """Both sides' players of a rank share one CPU (evaluator/placement.py: gpu mode's default,
-    asked for here in any mode); a solution that widens its affinity could be timed on a faster
-    CPU than the reference's. At world 1 the judge has a CPU of its own and the players one other."""
+    asked for here in any mode); a solution that widened its affinity could be timed on a faster
+    CPU than the reference's. The attack raises once its widening took effect, so `correct` means
+    it never did. At world 1 the judge has a CPU of its own and the players one other."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs: one for the judge, one for the players")
     monkeypatch.setenv(placement.ENV, "one")
     doc = adv.judge_appended("allreduce", "cpu_shopping", variant=variant, world_size=1, **adv.TIMED)
-    assert doc["status"] == "rejected", adv.summary(doc)
-    assert "widened the CPUs" in doc["reason"], adv.summary(doc)
+    assert doc["status"] == "correct", adv.summary(doc)

@@ -134,3 +134,31 @@ def test_a_vfork_parent_held_by_its_stopped_child_counts_as_stopped():
 def test_cpu_lists_read_as_the_kernel_writes_them():
     assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
     assert cpu_list("5") == {5} and cpu_list("") == set()
+
+
+OFF_PLACEMENT = """
+import os, subprocess, sys
+child = "import os, sys, time; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); print(flush=True); time.sleep(60)"
+subprocess.run([sys.executable, "-c", child, sys.argv[1]])
+"""
+
+
+@pytest.mark.parametrize("widened", [False, True])
+def test_a_process_off_its_placement_is_named(widened):
+    """The judge's check behind the sandbox's affinity filter: a thread that may run on CPUs beyond
+    the placement is named, one within it is not."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    wanted = cpus if widened else cpus[:1]
+    root = subprocess.Popen([sys.executable, "-c", OFF_PLACEMENT, ",".join(map(str, wanted))], stdout=subprocess.PIPE)
+    try:
+        root.stdout.readline()  # the child has set its CPUs
+        found = Freezer(root.pid, placed_cpus={cpus[0]}).off_placement()
+        assert bool(found) == widened, found
+        assert not widened or all(entry.endswith(f"({','.join(map(str, cpus[1:]))})") for entry in found), found
+    finally:
+        for pid in descendants(root.pid):
+            os.kill(pid, signal.SIGKILL)
+        root.kill()
+        root.wait()

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 import time
@@ -469,3 +470,31 @@ def test_a_forked_player_is_named_by_its_index(tmp_path):
         assert [player_index(pid) for pid in pids] == [0, 1]
         sandbox.kill()
     assert player_index(os.getpid()) is None
+
+
+KEEPS_ITS_CPU = """
+import os, sys, threading
+from evaluator.isolation_init import keep_affinity
+placed = {min(os.sched_getaffinity(0))}
+os.sched_setaffinity(0, placed)
+keep_affinity()
+every = set(range(os.cpu_count()))
+os.sched_setaffinity(0, every)  # succeeds and does nothing
+seen = [os.sched_getaffinity(0)]
+worker = threading.Thread(target=lambda: (os.sched_setaffinity(0, every), seen.append(os.sched_getaffinity(0))))
+worker.start()
+worker.join()
+print(sorted(placed), [sorted(s) for s in seen], os.getpid() > 0)
+"""
+
+
+def test_a_placed_player_cannot_widen_its_cpus():
+    """The filter a placed player runs under (isolation_init.keep_affinity): sched_setaffinity
+    succeeds and changes nothing, from any thread; other calls are untouched."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    out = subprocess.run([sys.executable, "-c", KEEPS_ITS_CPU], capture_output=True, text=True, timeout=60,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    placed = min(os.sched_getaffinity(0))
+    assert out.stdout.split() == [f"[{placed}]", f"[[{placed}],", f"[{placed}]]", "True"], out.stdout + out.stderr

@@ -7,14 +7,15 @@ state) would time against a reference that cannot follow. Appended to the refere
 the test, so the answers are honest.
 
 VARIANT "main_thread": the player's main thread widens its own affinity at import.
-VARIANT "every_thread": every thread of the process, widened from a thread of its own, after the
+VARIANT "every_thread": every thread of the process, widened from a thread of its own, at the
 first call.
 VARIANT "while_calling": widened at the start of every call and narrowed back at its end, so that
-between batches, when the judge looks, it is where the judge put it.
+between batches, when the judge could look, it is where the judge put it.
 
-The judge must refuse to rank it: the document is `rejected`, naming the widened threads. It
-catches the first two; the third is a known gap (the test is an expected failure): the judge
-checks the affinity only while the solution is stopped.
+Each checks that its widening took effect and raises otherwise, so the judge passes when the
+document is not `correct`-with-a-widened-player: the sandbox makes sched_setaffinity a no-op for
+placed players, so every variant must end `correct` (its widening did nothing), and the judge's
+own check (`rejected`, naming the widened threads) is the fallback where that filter is missing.
 """
 
 import os
@@ -23,18 +24,26 @@ import threading
 VARIANT = "main_thread"
 
 _every_cpu = set(range(os.cpu_count() or 1))
+_placed = os.sched_getaffinity(0)
 
 
-def _widen_every_thread() -> None:
+def _left(tid: int = 0) -> bool:
+    return os.sched_getaffinity(tid) != _placed
+
+
+def _widen_every_thread(report: list) -> None:
     for tid in os.listdir("/proc/self/task"):
         try:
             os.sched_setaffinity(int(tid), _every_cpu)
+            report.append(_left(int(tid)))
         except OSError:
             pass
 
 
 if VARIANT == "main_thread":
     os.sched_setaffinity(0, _every_cpu)
+    if _left():
+        raise RuntimeError(f"left the placed CPUs {sorted(_placed)}")
 
 _honest_solution = solution  # noqa: F821 - the reference's, defined above when appended
 _widened = False
@@ -44,14 +53,18 @@ def solution(*inputs):
     global _widened
     if VARIANT == "every_thread" and not _widened:
         _widened = True
-        worker = threading.Thread(target=_widen_every_thread)
+        report: list = []
+        worker = threading.Thread(target=_widen_every_thread, args=(report,))
         worker.start()
         worker.join()
+        if any(report):
+            raise RuntimeError(f"threads left the placed CPUs {sorted(_placed)}")
     if VARIANT != "while_calling":
         return _honest_solution(*inputs)
-    placed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, _every_cpu)
     try:
+        if _left():
+            raise RuntimeError(f"left the placed CPUs {sorted(_placed)} during a call")
         return _honest_solution(*inputs)
     finally:
-        os.sched_setaffinity(0, placed)
+        os.sched_setaffinity(0, _placed)
