@@ -12,8 +12,8 @@ the speedup with an interval that cannot show it. The two players of a rank neve
 two batches, back to back, then meet the same state and it cancels in their ratio. Measured
 (bench/NOTES.md, "Identical code across the suite"): identical code on five host-bound shapes
 read within [0.97, 1.03] in 12 of 15 fresh evaluations on one CPU, 7 of 15 unpinned. The cost:
-both players start on that CPU (an evaluation about 2.5 s longer). A solution may widen its own
-set with sched_setaffinity: this evens out honest code, it is not a boundary.
+both players start on that CPU (an evaluation about 2.5 s longer). A placed player cannot widen
+its set: its sched_setaffinity does nothing (isolation_init.keep_affinity), and the judge checks.
 Torch-free and small: the launcher imports it.
 """
 
