@@ -5,9 +5,10 @@ Started by the sandbox's pid 1 (evaluator/isolation_init.py) in its place, witho
 it exits once every player is forked, and the players become pid 1's children.
 
 Each child is what its own interpreter would have been: its own session, stdout and stderr on its
-log, only its own fds, its own environment and CPUs, named `player-<index>` (player_index). Only the preloaded modules are shared, and
-they are the judge's side of the code: a solution is loaded by its player after the fork. Nothing
-here may start a thread or touch a GPU before the forks (CUDA does not survive a fork).
+log, only its own fds, its own environment and CPUs, named `player-<index>` (player_index). Only
+the preloaded modules are shared, and they are the judge's side of the code: a solution is loaded
+by its player after the fork. Nothing here may start a thread or touch a GPU before the forks
+(CUDA does not survive a fork).
 
     python -m evaluator.forkserver SPEC_JSON
         SPEC: {"preload": [module, ...], "pids_fd": FD,
@@ -71,8 +72,7 @@ def become(player: dict, index: int) -> None:
     os.environ.clear()
     os.environ.update(player["env"])
     if player["cpus"]:
-        os.sched_setaffinity(0, player["cpus"])
-        keep_affinity()  # as an exec'd player (evaluator/isolation_init.py)
+        keep_affinity(player["cpus"])  # as an exec'd player (evaluator/isolation_init.py)
 
 
 def run(kind: str, what: str, args: list[str]) -> int:

@@ -18,6 +18,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Iterable
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1 << 10, 1 << 11, 1 << 12, 1 << 14, 1 << 18, 1 << 21
@@ -236,10 +237,12 @@ def affinity_filter() -> list[tuple[int, int, int, int]]:
     return code
 
 
-def keep_affinity() -> None:
-    """Install the filter in this process (inherited by its threads, children and execs). Where
-    the kernel refuses it, says so on stderr (the player's log) and goes on: the judge still
-    refuses a solution found off its CPUs whenever it stops it (evaluator/freezer.py)."""
+def keep_affinity(cpus: Iterable[int]) -> None:
+    """Run on `cpus` from now on: set this process's affinity, then install the filter (inherited
+    by its threads, children and execs). Where the kernel refuses the filter, says so on stderr
+    (the player's log) and goes on: the judge still refuses a solution found off its CPUs
+    whenever it stops it (evaluator/freezer.py)."""
+    os.sched_setaffinity(0, cpus)
     try:
         _install_affinity_filter()
     except OSError as exc:
@@ -257,7 +260,7 @@ def _install_affinity_filter() -> None:
     filters = (SockFilter * len(code))(*[SockFilter(*ins) for ins in code])
     prog = SockFprog(len(code), filters)
     libc = ctypes.CDLL(None, use_errno=True)
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")  # drop_privileges set it; a forked player too
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")  # what an unprivileged filter needs
     _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
@@ -291,11 +294,9 @@ def spawn(player: dict, cwd: str) -> int:
             os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
             os.chdir(cwd)
             if player.get("cpus"):
-                os.sched_setaffinity(0, player["cpus"])
+                keep_affinity(player["cpus"])
             limit_resources()
             drop_privileges()
-            if player.get("cpus"):
-                keep_affinity()
             os.execvpe(player["argv"][0], player["argv"], player["env"])
         except BaseException as e:  # noqa: B036 - whatever happens, report it and never return into the parent's code
             os.write(errors_w, f"{type(e).__name__}: {e}".encode())

@@ -33,14 +33,8 @@ class Placement:
     players: tuple[int, ...]  # both sides' players of the rank
 
 
-SETTINGS = ("0", "1", "one")
+SETTINGS = ("0", "1", "one")  # what a host may set PKB_PIN_CPUS to; anything else: the mode's default
 DEFAULT = {"gpu": "one"}  # by mode; any other mode: "0"
-
-
-def setting(mode: str) -> str:
-    """The host's PKB_PIN_CPUS if it is one of SETTINGS, else the mode's default."""
-    value = os.environ.get(ENV, "")
-    return value if value in SETTINGS else DEFAULT.get(mode, "0")
 
 
 def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> list[Placement]:
@@ -64,9 +58,9 @@ def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> 
 def for_host(world_size: int, mode: str) -> list[Placement] | None:
     """The placements for an evaluation on this host, or None when pinning is off. The default
     pins only where every rank gets a CPU for its judge and one for its players."""
-    chosen, cpus = setting(mode), sorted(os.sched_getaffinity(0))
-    chosen_by_host = os.environ.get(ENV, "") in SETTINGS
-    if chosen == "0" or (not chosen_by_host and len(cpus) < 2 * world_size):
+    cpus, asked = sorted(os.sched_getaffinity(0)), os.environ.get(ENV, "")
+    chosen = asked if asked in SETTINGS else DEFAULT.get(mode, "0")
+    if chosen == "0" or (asked not in SETTINGS and len(cpus) < 2 * world_size):
         return None
     return plan(world_size, cpus, one_player_cpu=chosen == "one")
 

@@ -476,8 +476,7 @@ KEEPS_ITS_CPU = """
 import os, sys, threading
 from evaluator.isolation_init import keep_affinity
 placed = {min(os.sched_getaffinity(0))}
-os.sched_setaffinity(0, placed)
-keep_affinity()
+keep_affinity(placed)
 every = set(range(os.cpu_count()))
 os.sched_setaffinity(0, every)  # succeeds and does nothing
 seen = [os.sched_getaffinity(0)]
