@@ -40,6 +40,30 @@ def cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
+def kill_tree(proc: subprocess.Popen, first=lambda pid: False) -> None:
+    """Kill every descendant (those `first` picks before the others), then the process, and reap
+    them all: once the test process has been a child subreaper (any evaluation makes it one), the
+    orphans come to it, and a zombie left there reads as a process left behind to the leftover
+    checks of later tests."""
+    pids = descendants(proc.pid) | {proc.pid}
+    for pid in sorted(pids - {proc.pid}, key=lambda p: not first(p)) + [proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    pending, deadline = pids - {proc.pid}, time.monotonic() + 5
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.discard(pid)
+            except ChildProcessError:  # not ours (yet): gone once its own parent reaped it
+                if _state(pid) is None:
+                    pending.discard(pid)
+        time.sleep(0.005)
+
+
 @pytest.fixture
 def tree():
     proc = subprocess.Popen([sys.executable, "-c", TREE], stdout=subprocess.PIPE, start_new_session=True)
@@ -50,12 +74,7 @@ def tree():
             time.sleep(0.01)
         yield proc
     finally:
-        for pid in descendants(proc.pid) | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait()
+        kill_tree(proc)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc")
@@ -125,10 +144,7 @@ def test_a_vfork_parent_held_by_its_stopped_child_counts_as_stopped():
     finally:
         # The vfork parent first: were the grandchild to go on, the parent would resume on a stack
         # the grandchild has used.
-        for pid in sorted(descendants(proc.pid), key=lambda p: _state(p) != "D"):
-            os.kill(pid, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
+        kill_tree(proc, first=lambda p: _state(p) == "D")
 
 
 def test_cpu_lists_read_as_the_kernel_writes_them():
@@ -158,7 +174,4 @@ def test_a_process_off_its_placement_is_named(widened):
         assert bool(found) == widened, found
         assert not widened or all(entry.endswith(f"({','.join(map(str, cpus[1:]))})") for entry in found), found
     finally:
-        for pid in descendants(root.pid):
-            os.kill(pid, signal.SIGKILL)
-        root.kill()
-        root.wait()
+        kill_tree(root)
