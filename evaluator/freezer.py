@@ -17,7 +17,7 @@ import time
 
 from evaluator.gpu_lock import GpuLocker
 from evaluator.isolation_init import descendants
-from evaluator.placement import cpu_list
+from evaluator.placement import threads_cpus
 
 # How long to wait for every stopped process to have stopped. A process stops once it leaves the
 # kernel; an honest one is never there this long, and one that stays (or cannot be signalled) makes
@@ -48,23 +48,6 @@ def _stop_pending(pid: int) -> bool:
             return any(line.startswith(("SigPnd:", "ShdPnd:")) and int(line.split()[1], 16) & bit for line in f)
     except (OSError, ValueError, IndexError):
         return False
-
-
-def _threads_cpus(pid: int) -> dict[int, set[int]]:
-    """Each thread of the process: the CPUs it may run on."""
-    found = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                line = next(line for line in f if line.startswith("Cpus_allowed_list:"))
-            found[int(tid)] = cpu_list(line.split(":", 1)[1])
-        except (OSError, StopIteration, ValueError):
-            continue
-    return found
 
 
 def _held(pid: int) -> bool:
@@ -116,7 +99,7 @@ class Freezer:
         if self.placed_cpus is None:
             return []
         return [f"{pid}/{tid} ({','.join(map(str, sorted(cpus - self.placed_cpus)))})"
-                for pid in sorted(descendants(self.root)) for tid, cpus in sorted(_threads_cpus(pid).items())
+                for pid in sorted(descendants(self.root)) for tid, cpus in sorted(threads_cpus(pid).items())
                 if not cpus <= self.placed_cpus]
 
     def thaw(self) -> list[str]:

@@ -30,10 +30,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator import checks, timing_stats, transport
+from evaluator import checks, placement, timing_stats, transport
 from evaluator.freezer import Freezer
 from evaluator.gpu_lock import GpuLocker, LockUnavailable
 from evaluator.loading import LoadedProblem, load_problem
+from evaluator.placement import Placement
 from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
 
@@ -243,6 +244,8 @@ class Judge:
         self.on_gpu = self.mode != Mode.CPU
         self.problem: LoadedProblem | None = None
         self.player_fds = fds
+        self.placements = [Placement(*map(tuple, (p["judge"], p["players"], p["loading"])))
+                           for p in cfg.get("placements") or []]  # the players' CPUs (evaluator/placement.py)
         self.links: dict[str, Link] = {}
         self.out_capacity = 0
         self.null_shapes: Any = None  # the outputs the reference's player returns from null calls
@@ -271,8 +274,8 @@ class Judge:
                 torch.cuda.set_device(self.device)
             if (root := self.cfg.get("solution_root")) and self.rank == 0:
                 try:
-                    placed = self.cfg.get("placed_player_cpus")
-                    self.freezer = Freezer(root, GpuLocker() if self.on_gpu else None, set(placed) if placed else None)
+                    placed = {c for p in self.placements for c in p.players} if self.placements else None
+                    self.freezer = Freezer(root, GpuLocker() if self.on_gpu else None, placed)
                 except LockUnavailable as exc:
                     raise HostError(f"this host cannot hold the solution's GPU work while the reference is timed: {exc}") from None
             # The judges' own group: they coordinate among themselves, never with the players.
@@ -339,6 +342,19 @@ class Judge:
                     self.guarded(self.load, "solution", self.cfg["solution"])
                 else:
                     self.agree(None)
+            self.guarded(self.settle_players)
+
+    def settle_players(self) -> None:
+        """Every rank's players, loaded, onto the CPU their rank's two sides share while timed
+        (evaluator/placement.py); rank 0 moves them all."""
+        if self.rank != 0 or not self.placements:
+            return
+        if self.cfg.get("reference_root") and (left := placement.settle(self.cfg["reference_root"], self.placements)):
+            raise HostError(f"the reference's players could not be moved onto their CPUs: {', '.join(left[:8])}")
+        if self.cfg.get("solution_root") and (left := placement.settle(self.cfg["solution_root"], self.placements)):
+            # Threads that keep starting where they loaded, faster than the judge moves them.
+            raise Verdict(Status.REJECTED, "the solution's threads could not be moved onto the CPU its rank's "
+                          f"reference shares with it (thread, CPUs): {', '.join(left[:8])}")
 
     # -- inputs ---------------------------------------------------------------------------------
     def inputs(self, dims: dict, seed: int, shared_seed: int, portable: bool = False) -> tuple:

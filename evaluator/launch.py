@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +212,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                     argv=[sys.executable, "-m", "evaluator.player", str(fd)],
                     env=sandbox.player_environment(rank, req.world_size, req.mode, layout["home"], build_dirs[side]),
                     fds=(fd,), log_path=workdir / f"{side}{rank}.log",
-                    cpus=placements[rank].players if placements else (),
+                    cpus=placements[rank].start if placements else (),
                 ))
             try:
                 boxes[side] = isolation.start(players, layout["spec"])
@@ -229,8 +229,8 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
                 "flush_l2_mib": req.flush_l2_mib,
-                "solution_root": boxes["solution"].host_pid,
-                "placed_player_cpus": sorted({c for p in placements for c in p.players}) if placements else None,
+                "solution_root": boxes["solution"].host_pid, "reference_root": boxes["reference"].host_pid,
+                "placements": [asdict(p) for p in placements] if placements else None,
             }
             lines = [json.dumps(config)] + [
                 json.dumps(m) for m in seed_stream(secret, source.get("id"), shapes, rank, req.trials, req.iters > 0)

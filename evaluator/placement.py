@@ -11,10 +11,14 @@ the speedup with an interval that cannot show it. The two players of a rank neve
 (the solution's are stopped while the reference is timed), so they can share one CPU; a pair's
 two batches, back to back, then meet the same state and it cancels in their ratio. Measured
 (bench/NOTES.md, "Identical code across the suite"): identical code on five host-bound shapes
-read within [0.97, 1.03] in 12 of 15 fresh evaluations on one CPU, 7 of 15 unpinned. The cost:
-both players start on that CPU (an evaluation about 2.5 s longer). A placed player cannot widen
-its set: its sched_setaffinity does nothing (isolation_init.keep_affinity), and the judge checks.
-Torch-free and small: the launcher imports it.
+read within [0.97, 1.03] in 12 of 15 fresh evaluations on one CPU, 7 of 15 unpinned.
+
+The players start on the rest of their rank's slice, so that their imports, CUDA start-up and the
+solution's build run side by side (on one CPU they cost an evaluation about 2.5 s); rank 0's judge
+moves every thread of both sandboxes onto the rank's one CPU once both sides have loaded (settle),
+before any call is timed. A player cannot move itself: its sched_setaffinity does nothing from its
+start (isolation_init.keep_affinity), and the judge checks at every stop (evaluator/freezer.py).
+Torch-free and small: the launcher and the judge import it.
 """
 
 from __future__ import annotations
@@ -23,14 +27,26 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evaluator.isolation_init import descendants
+
 ENV = "PKB_PIN_CPUS"
 WORKER_ENV = "PKB_WORKER_CPUS"  # a GPU worker's own CPUs (evaluator/worker.py), for hosts with several workers
+
+
+# How many times settle walks the sandboxes: a thread started during a walk, by one not yet moved,
+# is found on the next; the judge refuses a solution that keeps escaping (Freezer.off_placement).
+SETTLE_PASSES = 5
 
 
 @dataclass(frozen=True)
 class Placement:
     judge: tuple[int, ...]
-    players: tuple[int, ...]  # both sides' players of the rank
+    players: tuple[int, ...]  # both sides' players of the rank, from their first timed call
+    loading: tuple[int, ...] = ()  # the players' CPUs until both sides have loaded; empty: `players`
+
+    @property
+    def start(self) -> tuple[int, ...]:
+        return self.loading or self.players
 
 
 SETTINGS = ("0", "1", "one")  # what a host may set PKB_PIN_CPUS to; anything else: the mode's default
@@ -39,8 +55,8 @@ DEFAULT = {"gpu": "one"}  # by mode; any other mode: "0"
 
 def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> list[Placement]:
     """Consecutive slices of `cpus`, one per rank; in each, the first CPU for the judge and the
-    rest (or, with one_player_cpu, the next one only) for the players. A slice of one CPU is
-    shared; fewer CPUs than ranks: every rank gets all."""
+    rest for the players (with one_player_cpu, the rest while they load, then the next one only).
+    A slice of one CPU is shared; fewer CPUs than ranks: every rank gets all."""
     if world_size < 1 or not cpus:
         raise ValueError("need at least one rank and one CPU")
     cpus = sorted(cpus)
@@ -50,8 +66,12 @@ def plan(world_size: int, cpus: Sequence[int], one_player_cpu: bool = False) -> 
     placements = []
     for rank in range(world_size):
         part = tuple(cpus[rank * per : (rank + 1) * per])
-        players = part[1:2] if one_player_cpu else part[1:]
-        placements.append(Placement(part[:1], players) if len(part) > 1 else Placement(part, part))
+        if len(part) == 1:
+            placements.append(Placement(part, part))
+        elif one_player_cpu and len(part) > 2:
+            placements.append(Placement(part[:1], part[1:2], loading=part[1:]))
+        else:
+            placements.append(Placement(part[:1], part[1:2] if one_player_cpu else part[1:]))
     return placements
 
 
@@ -63,6 +83,50 @@ def for_host(world_size: int, mode: str) -> list[Placement] | None:
     if chosen == "0" or (asked not in SETTINGS and len(cpus) < 2 * world_size):
         return None
     return plan(world_size, cpus, one_player_cpu=chosen == "one")
+
+
+def settle(root: int, placements: Sequence[Placement]) -> list[str]:
+    """Moves every thread below `root` (a sandbox's outermost process) from where it loaded
+    to where it is timed: a thread within a rank's loading CPUs to that rank's players' CPUs, any
+    other (the sandbox's own processes span every rank's) to all ranks' players' CPUs. Returns the
+    threads still elsewhere after SETTLE_PASSES walks, as "pid/tid (CPUs)": empty when all moved."""
+    every = set().union(*(p.players for p in placements))
+    left: list[str] = []
+    for _ in range(SETTLE_PASSES):
+        left = []
+        for pid in sorted(descendants(root)):
+            for tid, cpus in threads_cpus(pid).items():
+                target = next((set(p.players) for p in placements if cpus <= set(p.start)), every)
+                if cpus <= target:
+                    continue
+                try:
+                    os.sched_setaffinity(tid, target)
+                except ProcessLookupError:
+                    continue  # gone meanwhile
+                except OSError as exc:
+                    left.append(f"{pid}/{tid} ({exc.strerror})")
+                    continue
+                left.append(f"{pid}/{tid} ({','.join(map(str, sorted(cpus)))})")
+        if not left:
+            break
+    return left
+
+
+def threads_cpus(pid: int) -> dict[int, set[int]]:
+    """Each thread of the process: the CPUs it may run on."""
+    found = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                line = next(line for line in f if line.startswith("Cpus_allowed_list:"))
+            found[int(tid)] = cpu_list(line.split(":", 1)[1])
+        except (OSError, StopIteration, ValueError):
+            continue
+    return found
 
 
 def cpu_list(text: str) -> set[int]:

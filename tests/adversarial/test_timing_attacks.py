@@ -138,14 +138,20 @@ def test_a_payload_asking_for_the_l2_flush_that_the_solution_skips_does_not_get_
     adv.assert_not_faster(doc)
 
 
-@pytest.mark.parametrize("variant", ["main_thread", "every_thread", "while_calling"])
+@pytest.mark.parametrize("variant", ["main_thread", "every_thread", "while_calling", "relay"])
 def test_the_cpu_the_reference_shares_cannot_be_left(adv, variant, monkeypatch):
-    """Both sides' players of a rank share one CPU (evaluator/placement.py: gpu mode's default,
-    asked for here in any mode); a solution that widened its affinity could be timed on a faster
-    CPU than the reference's. The attack raises once its widening took effect, so `correct` means
-    it never did. At world 1 the judge has a CPU of its own and the players one other."""
-    if len(os.sched_getaffinity(0)) < 2:
+    """Both sides' players of a rank share one CPU while timed (evaluator/placement.py: gpu mode's
+    default, asked for here in any mode), after loading on every CPU; a solution that widened its
+    affinity, or kept a thread where it loaded, could be timed on a faster CPU than the
+    reference's. The attack raises once its escape took effect, so `correct` means it never did;
+    the relay may also be `rejected` by the judge, which then names the threads."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
         pytest.skip("needs two CPUs: one for the judge, one for the players")
-    monkeypatch.setenv(placement.ENV, "one")
+    plan = [placement.Placement(judge=(cpus[0],), players=(cpus[1],), loading=tuple(cpus))]
+    monkeypatch.setattr(placement, "for_host", lambda world_size, mode: plan)
     doc = adv.judge_appended("allreduce", "cpu_shopping", variant=variant, world_size=1, **adv.TIMED)
-    assert doc["status"] == "correct", adv.summary(doc)
+    if variant == "relay" and doc["status"] == Status.REJECTED:
+        assert "CPU" in doc["reason"], adv.summary(doc)
+    else:
+        assert doc["status"] == "correct", adv.summary(doc)

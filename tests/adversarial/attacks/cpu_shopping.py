@@ -11,11 +11,15 @@ VARIANT "every_thread": every thread of the process, widened from a thread of it
 first call.
 VARIANT "while_calling": widened at the start of every call and narrowed back at its end, so that
 between batches, when the judge could look, it is where the judge put it.
+VARIANT "relay": players load on more CPUs than they are timed on, and the judge then moves every
+thread onto the shared one. A relay of threads started at import, each starting the next and
+ending, tries to keep one thread on the CPUs it loaded on through that move.
 
-Each checks that its widening took effect and raises otherwise, so the judge passes when the
-document is not `correct`-with-a-widened-player: the sandbox makes sched_setaffinity a no-op for
-placed players, so every variant must end `correct` (its widening did nothing), and the judge's
-own check (`rejected`, naming the widened threads) is the fallback where that filter is missing.
+Each raises once its escape took effect, so the judge passes when the document is not
+`correct`-with-a-widened-player: the sandbox makes sched_setaffinity a no-op for placed players,
+so the first three must end `correct` (their widening did nothing), and the judge's own checks
+(`rejected`, naming the threads) are the fallback where that filter is missing. The relay ends
+`correct` when the judge's move caught it, `rejected` when it kept ahead.
 """
 
 import os
@@ -24,11 +28,19 @@ import threading
 VARIANT = "main_thread"
 
 _every_cpu = set(range(os.cpu_count() or 1))
-_placed = os.sched_getaffinity(0)
+_placed = os.sched_getaffinity(0)  # where the player loads; read again at the first call, once it is placed
 
 
 def _left(tid: int = 0) -> bool:
     return os.sched_getaffinity(tid) != _placed
+
+
+_relay_tid = [0]
+
+
+def _relay() -> None:
+    _relay_tid[0] = threading.get_native_id()
+    threading.Thread(target=_relay, daemon=True).start()
 
 
 def _widen_every_thread(report: list) -> None:
@@ -44,13 +56,24 @@ if VARIANT == "main_thread":
     os.sched_setaffinity(0, _every_cpu)
     if _left():
         raise RuntimeError(f"left the placed CPUs {sorted(_placed)}")
+if VARIANT == "relay":
+    _relay()
 
 _honest_solution = solution  # noqa: F821 - the reference's, defined above when appended
 _widened = False
 
 
 def solution(*inputs):
-    global _widened
+    global _widened, _placed
+    if not _widened:
+        _placed = os.sched_getaffinity(0)
+    if VARIANT == "relay":
+        _widened = True
+        try:
+            if _left(_relay_tid[0]):
+                raise RuntimeError(f"a relay thread stayed off the placed CPUs {sorted(_placed)}")
+        except OSError:
+            pass  # that thread has just ended; its successor is checked at the next call
     if VARIANT == "every_thread" and not _widened:
         _widened = True
         report: list = []
