@@ -33,15 +33,16 @@ ENV = "PKB_PIN_CPUS"
 WORKER_ENV = "PKB_WORKER_CPUS"  # a GPU worker's own CPUs (evaluator/worker.py), for hosts with several workers
 
 
-# How many times settle walks the sandboxes: a thread started during a walk, by one not yet moved,
-# is found on the next; the judge refuses a solution that keeps escaping (Freezer.off_placement).
+# How many times settle walks a sandbox: a thread started during a walk, by one not yet moved, is
+# found on the next. The judge refuses a solution whose threads are still found elsewhere after the
+# last walk, or at any stop (Freezer.off_placement).
 SETTLE_PASSES = 5
 
 
 @dataclass(frozen=True)
 class Placement:
     judge: tuple[int, ...]
-    players: tuple[int, ...]  # both sides' players of the rank, from their first timed call
+    players: tuple[int, ...]  # both sides' players of the rank, once both sides have loaded
     loading: tuple[int, ...] = ()  # the players' CPUs until both sides have loaded; empty: `players`
 
     @property
