@@ -1,0 +1,125 @@
+"""Do two processes running identical code on one CPU time a few percent apart for as long as they
+live, and does the order of the judge's batches favour one of them?
+
+Without the judge: two fresh worker processes, both pinned to one CPU, run the same host-bound
+call (small tensor operations; with --device cuda, tiny kernel launches and a synchronisation)
+in alternating batches, like a reference and a solution. Each evaluation is a new pair of
+processes; the per-evaluation speedup (process 0 / process 1, median of paired ratios, with the
+judge's interval) shows offsets that hold for a process's life, and their spread across
+evaluations shows whether an evaluation's interval covers them.
+
+Schedules (--schedule), "n" a null batch on process 0, as the judge runs one on the reference's
+player after every pair:
+  judge      0 1 n | 1 0 n | ...   the judge's order: process 0 follows its own null batch in half
+                                   the pairs, process 1 always follows the other process
+  symmetric  1 0 n | n 0 1 | ...   each process follows itself in half the pairs
+  plain      0 1 | 1 0 | ...       no null batches
+
+    python bench/process_offsets.py [--device cpu|cuda] [--cpu N] [--evals 8] [--pairs 60]
+                                    [--calls 20] [--schedule judge,symmetric,plain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator import timing_stats  # noqa: E402
+
+SCHEDULES = {
+    "judge": ((0, 1, "n"), (1, 0, "n")),
+    "symmetric": ((1, 0, "n"), ("n", 0, 1)),
+    "plain": ((0, 1), (1, 0)),
+}
+
+
+def worker(conn, cpu: int, device: str) -> None:
+    os.sched_setaffinity(0, {cpu})
+    import torch
+
+    torch.set_num_threads(1)
+    xs = [torch.randn(64, 64, device=device) for _ in range(8)]
+
+    def call() -> None:
+        acc = xs[0]
+        for i in range(40):
+            acc = torch.tanh(acc @ xs[i % 8] * 0.01) + xs[(i + 3) % 8]
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def null() -> None:
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    for _ in range(200):
+        call()
+    conn.send("ready")
+    while (n := conn.recv()) is not None:
+        fn = null if n < 0 else call
+        t0 = time.perf_counter_ns()
+        for _ in range(abs(n)):
+            fn()
+        conn.send(time.perf_counter_ns() - t0)
+
+
+def evaluation(cpu: int, device: str, schedule: str, pairs: int, calls: int) -> timing_stats.Ratio:
+    ctx = mp.get_context("spawn")
+    ends, procs = [], []
+    for _ in range(2):
+        ours, theirs = ctx.Pipe()
+        proc = ctx.Process(target=worker, args=(theirs, cpu, device))
+        proc.start()
+        ends.append(ours)
+        procs.append(proc)
+    for end in ends:
+        end.recv()
+    times: list[list[float]] = [[], []]
+    for i in range(pairs):
+        for step in SCHEDULES[schedule][i % 2]:
+            end = ends[0] if step == "n" else ends[step]
+            end.send(-calls if step == "n" else calls)
+            took = end.recv()
+            if step != "n":
+                times[step].append(took)
+    for end in ends:
+        end.send(None)
+    for proc in procs:
+        proc.join()
+    return timing_stats.paired_ratio(times[0], times[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)))
+    parser.add_argument("--evals", type=int, default=8)
+    parser.add_argument("--pairs", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--schedule", default="judge,symmetric,plain")
+    args = parser.parse_args()
+    print(f"device {args.device}, CPU {args.cpu}, {args.evals} evaluations of {args.pairs} pairs x {args.calls} calls")
+    print("| schedule | speedups (process 0 / process 1) | median | spread | intervals without 1.0 | median half-width |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    # Schedules interleaved evaluation by evaluation, so that a slow spell of the host hits each.
+    names = [s for s in args.schedule.split(",") if s]
+    found: dict[str, list[timing_stats.Ratio]] = {name: [] for name in names}
+    for _ in range(args.evals):
+        for name in names:
+            found[name].append(evaluation(args.cpu, args.device, name, args.pairs, args.calls))
+    for name, ratios in found.items():
+        values = [r.value for r in ratios]
+        misses = sum(not (r.low <= 1.0 <= r.high) for r in ratios)
+        print(f"| {name} | {' '.join(f'{v:.3f}' for v in values)} | {statistics.median(values):.3f} | "
+              f"{max(values) - min(values):.3f} | {misses} of {len(ratios)} | "
+              f"{statistics.median(r.half_width for r in ratios):.1%} |")
+
+
+if __name__ == "__main__":
+    main()
