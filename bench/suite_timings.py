@@ -9,6 +9,8 @@ the evaluation's wall time, once with adaptive timing (the default budget per sh
     python bench/suite_timings.py --mode gpu --world-size 1 --pkb-root CHECKOUT --problems 9,12,13 --dims 1024,1024
     python bench/suite_timings.py --mode gpu --world-size 1 --problems ring_attention_pp --shapes small --repeat 6
 
+--resume with --json keeps the rows that file holds and judges only the problems it lacks, so a
+suite longer than one sitting (one device call) is measured in several and reported as one.
 --repeat N judges each problem N times, each a fresh evaluation with new processes, and adds how
 far the evaluations' speedups spread against one evaluation's interval. Problems whose world sizes
 exclude --world-size are skipped. --watch adds what the scheduler did to each player process
@@ -214,23 +216,33 @@ def main() -> None:
     parser.add_argument("--watch", action="store_true",
                         help="record what the scheduler did to each player (bench/player_watch.py)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--resume", action="store_true",
+                        help="keep what --json holds and judge only what it lacks: a suite longer than one sitting")
     args = parser.parse_args()
     if args.pkb_root and not args.problems:
         parser.error("--pkb-root needs --problems")
+    if args.resume and not args.json:
+        parser.error("--resume needs --json")
     jobs = _jobs(args)
     rows: list[dict] = []
     fixed: dict = {}
+    if args.resume and args.json.exists():
+        kept = json.loads(args.json.read_text())
+        rows = kept["adaptive"]
+        fixed = {(r["problem"], r["shape"]): r for r in kept["fixed"]}
 
     def save() -> None:  # after every evaluation: a long run cut short keeps what it measured
         if args.json:
             args.json.write_text(json.dumps({"adaptive": rows, "fixed": list(fixed.values())}, indent=1))
 
-    runs = [(run, job) for job in jobs for run in range(1, args.repeat + 1)]
+    done = {(r["problem"], r.get("run", 1)) for r in rows}
+    runs = [(run, job) for job in jobs for run in range(1, args.repeat + 1) if (job[0], run) not in done]
     for run, (p, shapes, code) in track(runs, description=f"{args.mode}, world {args.world_size}"):
         rows += [{**row, "run": run} for row in measure(p, shapes, code, args.budget, args)]
         save()
     if args.compare_fixed:
-        for p, shapes, code in track(jobs, description="fixed schedule"):
+        fixed_done = {problem for problem, _shape in fixed}
+        for p, shapes, code in track([j for j in jobs if j[0] not in fixed_done], description="fixed schedule"):
             for row in measure(p, shapes, code, 0.0, args):
                 fixed[(row["problem"], row["shape"])] = row
             save()
