@@ -16,8 +16,9 @@ read within [0.97, 1.03] in 12 of 15 fresh evaluations on one CPU, 7 of 15 unpin
 The players start on the rest of their rank's slice, so that their imports, CUDA start-up and the
 solution's build run side by side (on one CPU they cost an evaluation about 2.5 s); rank 0's judge
 moves every thread of both sandboxes onto the rank's one CPU once both sides have loaded (settle),
-before the first correctness trial. A player cannot move itself: its sched_setaffinity does nothing from its
-start (isolation_init.keep_affinity), and the judge checks at every stop (evaluator/freezer.py).
+before the first correctness trial. A player cannot move itself: its sched_setaffinity does
+nothing from its start (isolation_init.keep_affinity), and the judge checks at every stop
+(evaluator/freezer.py).
 Torch-free and small: the launcher and the judge import it.
 """
 
