@@ -34,6 +34,7 @@ def _up(url: str) -> bool:
 
 
 def test_a_newcomer_submits_the_cpu_example_and_finds_it_on_the_leaderboard(make_stack):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     stack = make_stack("filesystem://")  # a fresh install: migrated, problems synced, the cpu hardware
@@ -75,7 +76,13 @@ def test_a_newcomer_submits_the_cpu_example_and_finds_it_on_the_leaderboard(make
         page.screenshot(path=str(SHOTS / "first-hour-no-worker.png"), full_page=True)
 
         stack.gpu_worker("cpu", "first-hour")
-        page.locator('.evaluation-state[data-state="done"]').wait_for(timeout=150_000)
+        try:
+            page.locator('.evaluation-state[data-state="done"]').wait_for(timeout=150_000)
+        except PlaywrightTimeout:
+            # Seen once in a full suite run (and never alone): keep what the page and the processes said.
+            page.screenshot(path=str(SHOTS / "first-hour-not-done.png"), full_page=True)
+            pytest.fail("the evaluation was not done within 150 s; the page says:\n"
+                        f"{page.locator('#live').inner_text()}\n{stack.tail_logs()}")
         state = page.locator(".evaluation-state").inner_text()
         assert "Correct" in state, state + "\n" + stack.tail_logs()
         page.screenshot(path=str(SHOTS / "first-hour-correct.png"), full_page=True)
