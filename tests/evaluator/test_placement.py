@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 
@@ -114,7 +116,7 @@ def test_players_load_on_their_slice_and_every_thread_is_timed_on_their_cpu(monk
     assert doc["status"] == "correct", doc["reason"]
 
 
-def test_settle_moves_threads_started_before_and_after_it(tmp_path):
+def test_settle_moves_threads_started_before_and_after_it():
     """Every thread below the root moves from its rank's loading CPUs to the rank's players' CPUs,
     and what a moved thread starts afterwards starts there."""
     cpus = sorted(os.sched_getaffinity(0))
@@ -139,8 +141,12 @@ def test_settle_moves_threads_started_before_and_after_it(tmp_path):
         root.stdin.flush()
         assert root.stdout.readline().strip() == str([cpus[1]])
     finally:
-        root.kill()
-        root.wait()
+        # The child first, so that sh reaps it and ends: killed first, sh would leave it to whoever
+        # reaps orphans (an earlier evaluation made this process a subreaper), as a zombie.
+        for pid in placement.descendants(root.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        root.wait(timeout=30)
 
 
 def test_a_worker_keeps_to_the_cpus_its_host_gives_it(monkeypatch):
