@@ -10,7 +10,7 @@ the evaluation's wall time, once with adaptive timing (the default budget per sh
     python bench/suite_timings.py --mode gpu --world-size 1 --problems ring_attention_pp --shapes small --repeat 6
 
 --resume with --json keeps the rows that file holds and judges only the problems it lacks, so a
-suite longer than one sitting (one device call) is measured in several and reported as one.
+suite longer than one session on a GPU host is measured in several and reported as one.
 --repeat N judges each problem N times, each a fresh evaluation with new processes, and adds how
 far the evaluations' speedups spread against one evaluation's interval. Problems whose world sizes
 exclude --world-size are skipped. --watch adds what the scheduler did to each player process
@@ -217,7 +217,7 @@ def main() -> None:
                         help="record what the scheduler did to each player (bench/player_watch.py)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--resume", action="store_true",
-                        help="keep what --json holds and judge only what it lacks: a suite longer than one sitting")
+                        help="keep what --json holds and judge only what it lacks: a suite longer than one session")
     args = parser.parse_args()
     if args.pkb_root and not args.problems:
         parser.error("--pkb-root needs --problems")
