@@ -54,8 +54,8 @@ def test_calling_the_reference_twice_gives_an_interval_that_holds_one_half_on_cp
     """On a compute-bound problem (tp_muon_orthogonalization's Newton-Schulz iterations, about 40 ms
     a call on the CPU), whose second call costs what its first did. A copy-bound call is not
     such a ruler on the CPU: the allgather called twice read 0.52-0.64 (median 0.56) at world 2
-    and 0.62-0.90 at world 1, its second call finding the input just read and the memory just
-    freed (bench/NOTES.md, "Known ratios")."""
+    and 0.62-0.90 at world 1, most likely its second call finding the input just read and the
+    memory just freed (bench/NOTES.md, "Known ratios")."""
     doc = judged("tp_muon_orthogonalization", calibration.repeated("tp_muon_orthogonalization", 2), "cpu", 2,
                  ["default"], **CPU)
     shape = doc["shapes"][0]
