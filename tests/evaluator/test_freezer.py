@@ -4,12 +4,12 @@ grandchildren included) and resumes them all."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 
 import pytest
+from process_trees import kill_tree
 
 from evaluator.freezer import Freezer, _state
 from evaluator.isolation_init import descendants
@@ -38,30 +38,6 @@ def cpu_ticks(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
-
-
-def kill_tree(proc: subprocess.Popen, first=lambda pid: False) -> None:
-    """Kill every descendant (those `first` picks before the others), then the process, and reap
-    them all: once the test process has been a child subreaper (any evaluation makes it one), the
-    orphans come to it, and a zombie left there reads as a process left behind to the leftover
-    checks of later tests."""
-    pids = descendants(proc.pid) | {proc.pid}
-    for pid in sorted(pids - {proc.pid}, key=lambda p: not first(p)) + [proc.pid]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.wait()
-    pending, deadline = pids - {proc.pid}, time.monotonic() + 5
-    while pending and time.monotonic() < deadline:
-        for pid in list(pending):
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    pending.discard(pid)
-            except ChildProcessError:  # not ours (yet): gone once its own parent reaped it
-                if _state(pid) is None:
-                    pending.discard(pid)
-        time.sleep(0.005)
 
 
 @pytest.fixture

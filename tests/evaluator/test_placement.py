@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
+from process_trees import kill_tree
 
 import tasks
 from evaluator import placement
@@ -141,12 +140,7 @@ def test_settle_moves_threads_started_before_and_after_it():
         root.stdin.flush()
         assert root.stdout.readline().strip() == str([cpus[1]])
     finally:
-        # The child first, so that sh reaps it and ends: killed first, sh would leave it to whoever
-        # reaps orphans (an earlier evaluation made this process a subreaper), as a zombie.
-        for pid in placement.descendants(root.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        root.wait(timeout=30)
+        kill_tree(root)
 
 
 def test_a_worker_keeps_to_the_cpus_its_host_gives_it(monkeypatch):
