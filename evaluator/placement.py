@@ -91,14 +91,16 @@ def settle(root: int, placements: Sequence[Placement]) -> list[str]:
     """Moves every thread below `root` (a sandbox's outermost process) from where it loaded
     to where it is timed: a thread within a rank's loading CPUs to that rank's players' CPUs, any
     other (the sandbox's own processes span every rank's) to all ranks' players' CPUs. Returns the
-    threads still elsewhere after SETTLE_PASSES walks, as "pid/tid (CPUs)": empty when all moved."""
-    every = set().union(*(p.players for p in placements))
+    threads found elsewhere on the last of SETTLE_PASSES walks, as "pid/tid (CPUs)": empty once a
+    walk finds every thread in place."""
+    moves = [(set(p.start), set(p.players)) for p in placements]
+    every = set().union(*(players for _start, players in moves))
     left: list[str] = []
     for _ in range(SETTLE_PASSES):
         left = []
         for pid in sorted(descendants(root)):
             for tid, cpus in threads_cpus(pid).items():
-                target = next((set(p.players) for p in placements if cpus <= set(p.start)), every)
+                target = next((players for start, players in moves if cpus <= start), every)
                 if cpus <= target:
                     continue
                 try:
