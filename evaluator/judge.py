@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -215,6 +216,19 @@ class Link:
 
 
 TIMED_KEYS = (Side.REFERENCE, Side.SOLUTION, "null")  # a timed pair's batches, in the rows' order
+
+
+def pair_schedule(index: int, batch_order: str | None = None) -> tuple[tuple[str, ...], bool]:
+    """The timed pair `index`'s sides in order, and whether its null batch (on the reference's
+    player) comes first rather than last. Symmetric (the default): solution, reference, null |
+    null, reference, solution | ...; where the players share a CPU, whichever ran last left its
+    caches warm, and here each side follows its own player in half its batches. "reference-warm",
+    the earlier order (reference, solution, null | solution, reference, null), gave the reference
+    that in half its batches and the solution never."""
+    even = index % 2 == 0
+    if batch_order == "reference-warm":
+        return (SIDES if even else SIDES[::-1]), False
+    return (SIDES[::-1] if even else SIDES), not even
 
 
 class Batch:
@@ -486,7 +500,9 @@ class Judge:
         (writing the inputs, two messages, the loop, each output's copy into its slot and the
         judge's read of it), which the timed batches subtract. The reference's player runs only
         the judge's code and the reference, so no solution can move it."""
-        shapes = transport.output_shapes(batch.read[Side.REFERENCE][0])
+        # Before the batch's reference has run (a null batch first), the last pair's shapes serve.
+        read = batch.read.get(Side.REFERENCE)
+        shapes = transport.output_shapes(read[0]) if read else self.null_shapes
         if shapes != self.null_shapes:
             self.links[Side.REFERENCE].request({"op": "null", "outputs": shapes})
             self.null_shapes = shapes
@@ -561,12 +577,16 @@ class Judge:
             worst = max(worst, err)
         return worst
 
-    def pair(self, make_sets, timed: bool = False, order: tuple[str, ...] = SIDES) -> tuple[Batch, float]:
-        """Both sides on the same fresh inputs, then every output checked. When a data-dependent
-        output of the reference outgrew its slot on any rank, all ranks give the slots more room
-        and run again on new inputs (an input set is never used twice)."""
+    def pair(self, make_sets, timed: bool = False, order: tuple[str, ...] = SIDES,
+             before: Callable[[Batch], None] | None = None) -> tuple[Batch, float]:
+        """Both sides on the same fresh inputs (after `before`, given the batch), then every
+        output checked. When a data-dependent output of the reference outgrew its slot on any
+        rank, all ranks give the slots more room and run again on new inputs (an input set is
+        never used twice)."""
         for _attempt in range(OVERFLOW_RETRIES + 1):
             batch = Batch(make_sets())
+            if before is not None:
+                before(batch)
             for side in order:
                 self.guarded(self.run_side, side, batch, timed)
             needs: list[Any] = [None] * self.world
@@ -687,10 +707,12 @@ class Judge:
         with self.stages("timing"):
             stop = None
             while stop is None:
-                order = SIDES if len(spans) % 2 == 0 else SIDES[::-1]
-                batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order)
+                order, null_first = pair_schedule(len(spans), self.cfg.get("batch_order"))
+                before = (lambda b: self.guarded(self.run_null, b)) if null_first else None
+                batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order, before=before)
                 worst = max(worst, err)
-                self.guarded(self.run_null, batch)
+                if not null_first:
+                    self.guarded(self.run_null, batch)
                 own.append(tuple(batch.ns(key) for key in TIMED_KEYS))
                 gathered: list[Any] = [None] * self.world
                 # Rank 0's clock decides the budget, so that every rank reads the same elapsed time.

@@ -40,6 +40,9 @@ STACK_DUMP_WAIT_S = 2.0  # the longest wait for unfinished ranks' stacks before 
 # (evaluator/timing_stats.py): bounded so that a typical evaluation takes at most about 1.5x the
 # fixed schedule's time (bench/NOTES.md).
 DEFAULT_TIMING_BUDGET_S = 2.0
+# The order of a timed pair's batches (evaluator/judge.py, Judge.time_shape): "symmetric" or the
+# earlier "reference-warm"; a host setting kept to compare the two.
+BATCH_ORDER_ENV = "PKB_BATCH_ORDER"
 DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" / "pkb-builds"))
 
 
@@ -229,6 +232,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
                 "flush_l2_mib": req.flush_l2_mib,
+                "batch_order": os.environ.get(BATCH_ORDER_ENV, "symmetric"),
                 "solution_root": boxes["solution"].host_pid, "reference_root": boxes["reference"].host_pid,
                 "placements": [asdict(p) for p in placements] if placements else None,
             }
