@@ -22,8 +22,10 @@ player after every pair:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
+import random
 import statistics
 import sys
 import time
@@ -69,13 +71,30 @@ def worker(conn, cpu: int, device: str) -> None:
         conn.send(time.perf_counter_ns() - t0)
 
 
-def evaluation(cpu: int, device: str, schedule: str, pairs: int, calls: int) -> timing_stats.Ratio:
+@contextlib.contextmanager
+def hash_seed_set(seed: str | None):
+    before = os.environ.pop("PYTHONHASHSEED", None)
+    if seed is not None:
+        os.environ["PYTHONHASHSEED"] = seed
+    try:
+        yield
+    finally:
+        os.environ.pop("PYTHONHASHSEED", None)
+        if before is not None:
+            os.environ["PYTHONHASHSEED"] = before
+
+
+def evaluation(cpu: int, device: str, schedule: str, pairs: int, calls: int, hash_seed: str) -> timing_stats.Ratio:
     ctx = mp.get_context("spawn")
     ends, procs = [], []
+    # "same": both processes hash strings alike (one seed, new each evaluation), so their dicts and
+    # the interpreter's attribute caches collide alike; "own": each its own random seed, as usual.
+    seed = str(random.randrange(1, 2**32)) if hash_seed == "same" else None
     for _ in range(2):
         ours, theirs = ctx.Pipe()
         proc = ctx.Process(target=worker, args=(theirs, cpu, device))
-        proc.start()
+        with hash_seed_set(seed):
+            proc.start()
         ends.append(ours)
         procs.append(proc)
     for end in ends:
@@ -103,16 +122,18 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=60)
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--schedule", default="judge,symmetric,plain")
+    parser.add_argument("--hash-seeds", default="own", help="own, same or own,same: each process its own "
+                        "string-hash seed (as the judge's players have), or one seed for both")
     args = parser.parse_args()
     print(f"device {args.device}, CPU {args.cpu}, {args.evals} evaluations of {args.pairs} pairs x {args.calls} calls")
     print("| schedule | speedups (process 0 / process 1) | median | spread | intervals without 1.0 | median half-width |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     # Schedules interleaved evaluation by evaluation, so that a slow spell of the host hits each.
-    names = [s for s in args.schedule.split(",") if s]
-    found: dict[str, list[timing_stats.Ratio]] = {name: [] for name in names}
+    runs = [(s, h) for s in args.schedule.split(",") if s for h in args.hash_seeds.split(",") if h]
+    found: dict[str, list[timing_stats.Ratio]] = {f"{s}, {h} hash seeds": [] for s, h in runs}
     for _ in range(args.evals):
-        for name in names:
-            found[name].append(evaluation(args.cpu, args.device, name, args.pairs, args.calls))
+        for s, h in runs:
+            found[f"{s}, {h} hash seeds"].append(evaluation(args.cpu, args.device, s, args.pairs, args.calls, h))
     for name, ratios in found.items():
         values = [r.value for r in ratios]
         misses = sum(not (r.low <= 1.0 <= r.high) for r in ratios)
