@@ -8,15 +8,17 @@ processes; the per-evaluation speedup (process 0 / process 1, median of paired r
 judge's interval) shows offsets that hold for a process's life, and their spread across
 evaluations shows whether an evaluation's interval covers them.
 
-Schedules (--schedule), "n" a null batch on process 0, as the judge runs one on the reference's
-player after every pair:
-  judge      0 1 n | 1 0 n | ...   the judge's order: process 0 follows its own null batch in half
-                                   the pairs, process 1 always follows the other process
-  symmetric  1 0 n | n 0 1 | ...   each process follows itself in half the pairs
-  plain      0 1 | 1 0 | ...       no null batches
+Schedules (--schedule), process 0 as the reference, "n" a null batch on process 0 (the judge runs
+one on the reference's player in every pair):
+  reference-warm  0 1 n | 1 0 n | ...  the judge's earlier order: process 0 follows its own null
+                                       batch in half the pairs, process 1 always follows process 0
+  symmetric       1 0 n | n 0 1 | ...  the judge's order (judge.pair_schedule): each process
+                                       follows itself in half the pairs
+  plain           0 1 | 1 0 | ...      no null batches
 
     python bench/process_offsets.py [--device cpu|cuda] [--cpu N] [--evals 8] [--pairs 60]
-                                    [--calls 20] [--schedule judge,symmetric,plain]
+                                    [--calls 20] [--size 64] [--schedule reference-warm,symmetric,plain]
+                                    [--hash-seeds own,same]
 """
 
 from __future__ import annotations
@@ -36,18 +38,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evaluator import timing_stats  # noqa: E402
 
 SCHEDULES = {
-    "judge": ((0, 1, "n"), (1, 0, "n")),
+    "reference-warm": ((0, 1, "n"), (1, 0, "n")),
     "symmetric": ((1, 0, "n"), ("n", 0, 1)),
     "plain": ((0, 1), (1, 0)),
 }
 
 
-def worker(conn, cpu: int, device: str) -> None:
+def worker(conn, cpu: int, device: str, size: int) -> None:
     os.sched_setaffinity(0, {cpu})
     import torch
 
     torch.set_num_threads(1)
-    xs = [torch.randn(64, 64, device=device) for _ in range(8)]
+    xs = [torch.randn(size, size, device=device) for _ in range(8)]
 
     def call() -> None:
         acc = xs[0]
@@ -84,7 +86,7 @@ def hash_seed_set(seed: str | None):
             os.environ["PYTHONHASHSEED"] = before
 
 
-def evaluation(cpu: int, device: str, schedule: str, pairs: int, calls: int, hash_seed: str) -> timing_stats.Ratio:
+def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, calls: int, hash_seed: str) -> timing_stats.Ratio:
     ctx = mp.get_context("spawn")
     ends, procs = [], []
     # "same": both processes hash strings alike (one seed, new each evaluation), so their dicts and
@@ -92,7 +94,7 @@ def evaluation(cpu: int, device: str, schedule: str, pairs: int, calls: int, has
     seed = str(random.randrange(1, 2**32)) if hash_seed == "same" else None
     for _ in range(2):
         ours, theirs = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(theirs, cpu, device))
+        proc = ctx.Process(target=worker, args=(theirs, cpu, device, size))
         with hash_seed_set(seed):
             proc.start()
         ends.append(ours)
@@ -121,11 +123,13 @@ def main() -> None:
     parser.add_argument("--evals", type=int, default=8)
     parser.add_argument("--pairs", type=int, default=60)
     parser.add_argument("--calls", type=int, default=20)
-    parser.add_argument("--schedule", default="judge,symmetric,plain")
+    parser.add_argument("--size", type=int, default=64, help="the tensors' side: 4 makes the call the "
+                        "operations' dispatch on the host, as a GPU's kernel launches are")
+    parser.add_argument("--schedule", default="reference-warm,symmetric,plain")
     parser.add_argument("--hash-seeds", default="own", help="own, same or own,same: each process its own "
                         "string-hash seed (as the judge's players have), or one seed for both")
     args = parser.parse_args()
-    print(f"device {args.device}, CPU {args.cpu}, {args.evals} evaluations of {args.pairs} pairs x {args.calls} calls")
+    print(f"device {args.device}, CPU {args.cpu}, tensors {args.size}x{args.size}, {args.evals} evaluations of {args.pairs} pairs x {args.calls} calls")
     print("| schedule | speedups (process 0 / process 1) | median | spread | intervals without 1.0 | median half-width |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     # Schedules interleaved evaluation by evaluation, so that a slow spell of the host hits each.
@@ -133,7 +137,7 @@ def main() -> None:
     found: dict[str, list[timing_stats.Ratio]] = {f"{s}, {h} hash seeds": [] for s, h in runs}
     for _ in range(args.evals):
         for s, h in runs:
-            found[f"{s}, {h} hash seeds"].append(evaluation(args.cpu, args.device, s, args.pairs, args.calls, h))
+            found[f"{s}, {h} hash seeds"].append(evaluation(args.cpu, args.device, args.size, s, args.pairs, args.calls, h))
     for name, ratios in found.items():
         values = [r.value for r in ratios]
         misses = sum(not (r.low <= 1.0 <= r.high) for r in ratios)
