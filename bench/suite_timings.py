@@ -40,7 +40,7 @@ import tasks  # noqa: E402
 from bench.player_watch import PlayerWatch  # noqa: E402
 from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, EvaluatorError, evaluate  # noqa: E402
 from evaluator.loading import pkb_reference_file  # noqa: E402
-from evaluator.results import Side  # noqa: E402
+from evaluator.results import BatchOrder, Side  # noqa: E402
 
 
 def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
@@ -72,6 +72,7 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
                 problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
                 shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
                 warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
+                batch_order=args.batch_order,
             ))  # fmt: skip
         except EvaluatorError as exc:
             doc = {"status": "evaluator_error", "reason": str(exc), "shapes": []}
@@ -209,6 +210,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--iters", type=int, default=100)
     parser.add_argument("--budget", type=float, default=DEFAULT_TIMING_BUDGET_S, help="timing budget per shape, s")
+    parser.add_argument("--batch-order", default=BatchOrder.SYMMETRIC, choices=[o.value for o in BatchOrder],
+                        help="the timed pairs' order (a diagnostic: only the default is fair)")
     parser.add_argument("--compare-fixed", action="store_true", help="also time each with the fixed schedule")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--repeat", type=int, default=1,

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from evaluator import results, timing_stats
 from evaluator.results import (
+    BatchOrder,
     Digests,
     Failure,
     Mismatch,
@@ -116,6 +117,7 @@ def _status(ranks, outcome, shape_names: list[str] = ()) -> tuple[Status, str, i
 UNBOUNDED = ("the solution's time was within the protocol's own cost on some batches: its speedup's "
              "interval has no upper bound")
 FLUSHED = "diagnostic run: each player wrote {mib:g} MiB before every call to push the inputs out of the L2 cache"
+REORDERED = "diagnostic run: timed pairs in the {order} order, not the judge's symmetric one"
 
 
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
@@ -127,6 +129,8 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
     notes = {n for s in reports if s for n in s.get("notes", [])}
     if req is not None and req.flush_l2_mib:
         notes.add(FLUSHED.format(mib=req.flush_l2_mib))
+    if req is not None and req.batch_order != BatchOrder.SYMMETRIC:
+        notes.add(REORDERED.format(order=req.batch_order))
     solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
         batch = reports[0]["batch"]

@@ -36,7 +36,7 @@ from evaluator.freezer import Freezer
 from evaluator.gpu_lock import GpuLocker, LockUnavailable
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.placement import Placement
-from evaluator.results import SIDES, FailureKind, Mode, Side, Stage, StageTime, Status
+from evaluator.results import SIDES, BatchOrder, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
@@ -218,15 +218,15 @@ class Link:
 TIMED_KEYS = (Side.REFERENCE, Side.SOLUTION, "null")  # a timed pair's batches, in the rows' order
 
 
-def pair_schedule(index: int, batch_order: str | None = None) -> tuple[tuple[str, ...], bool]:
+def pair_schedule(index: int, batch_order: str = BatchOrder.SYMMETRIC) -> tuple[tuple[str, ...], bool]:
     """The timed pair `index`'s sides in order, and whether its null batch (on the reference's
-    player) comes first rather than last. Symmetric (the default): solution, reference, null |
-    null, reference, solution | ...; where the players share a CPU, whichever ran last left its
-    caches warm, and here each side follows its own player in half its batches. "reference-warm",
-    the earlier order (reference, solution, null | solution, reference, null), gave the reference
-    that in half its batches and the solution never."""
+    player) comes first rather than last. Symmetric: solution, reference, null | null,
+    reference, solution | ...; where the players share a CPU, whichever ran last left its caches
+    warm, and here each side follows its own player in half its batches. The earlier order
+    (reference, solution, null | solution, reference, null) gave the reference that in half its
+    batches and the solution never."""
     even = index % 2 == 0
-    if batch_order == "reference-warm":
+    if batch_order == BatchOrder.REFERENCE_WARM:
         return (SIDES if even else SIDES[::-1]), False
     return (SIDES[::-1] if even else SIDES), not even
 
@@ -707,7 +707,7 @@ class Judge:
         with self.stages("timing"):
             stop = None
             while stop is None:
-                order, null_first = pair_schedule(len(spans), self.cfg.get("batch_order"))
+                order, null_first = pair_schedule(len(spans), self.cfg["batch_order"])
                 before = (lambda b: self.guarded(self.run_null, b)) if null_first else None
                 batch, err = self.pair(lambda: fresh_sets(k), timed=True, order=order, before=before)
                 worst = max(worst, err)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import assemble, isolation, placement, sandbox
-from evaluator.results import SIDES, Mode, Stage, Status
+from evaluator.results import SIDES, BatchOrder, Mode, Stage, Status
 
 ProgressFn = Callable[[str, dict], None]
 DEFAULT_TIMEOUT_S = 600.0
@@ -40,9 +40,6 @@ STACK_DUMP_WAIT_S = 2.0  # the longest wait for unfinished ranks' stacks before 
 # (evaluator/timing_stats.py): bounded so that a typical evaluation takes at most about 1.5x the
 # fixed schedule's time (bench/NOTES.md).
 DEFAULT_TIMING_BUDGET_S = 2.0
-# The order of a timed pair's batches (evaluator/judge.py, Judge.time_shape): "symmetric" or the
-# earlier "reference-warm"; a host setting kept to compare the two.
-BATCH_ORDER_ENV = "PKB_BATCH_ORDER"
 DEFAULT_BUILD_DIR = Path(os.environ.get("PKB_BUILD_DIR", Path.home() / ".cache" / "pkb-builds"))
 
 
@@ -73,6 +70,8 @@ class EvaluationRequest:
     # A diagnostic (bench/l2_policy.py), never the leaderboard's policy: each player writes this many
     # MiB before every call, to push the inputs out of the GPU's L2. A solution's player could skip it.
     flush_l2_mib: float = 0.0
+    # A diagnostic too (bin/gpu-check order): the timed pairs' order; only the default is fair.
+    batch_order: str = BatchOrder.SYMMETRIC
     selfcheck: dict | None = field(default=None, repr=False)  # internal: problems and seed, see evaluator.selfcheck
     # False only for someone judging their own file on the command line: players then run without
     # namespaces (same limits and clean-up), and the result says so.
@@ -91,6 +90,8 @@ class EvaluationRequest:
             raise ValueError("the timing budget must be >= 0 and below the timeout")
         if not 0 <= self.flush_l2_mib <= 4096:
             raise ValueError("flush_l2_mib must be between 0 and 4096")
+        if self.batch_order not in [o.value for o in BatchOrder]:
+            raise ValueError(f"batch_order must be one of {', '.join(BatchOrder)}, not {self.batch_order!r}")
 
 
 def _seed(secret: bytes, *parts: Any) -> int:
@@ -232,7 +233,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
                 "flush_l2_mib": req.flush_l2_mib,
-                "batch_order": os.environ.get(BATCH_ORDER_ENV, "symmetric"),
+                "batch_order": req.batch_order,
                 "solution_root": boxes["solution"].host_pid, "reference_root": boxes["reference"].host_pid,
                 "placements": [asdict(p) for p in placements] if placements else None,
             }

@@ -72,6 +72,13 @@ class Side(StrEnum):
 SIDES = (Side.REFERENCE, Side.SOLUTION)
 
 
+class BatchOrder(StrEnum):
+    """The order of a shape's timed pairs (evaluator/judge.py, pair_schedule)."""
+
+    SYMMETRIC = "symmetric"  # the judge's: each side follows its own player in half its batches
+    REFERENCE_WARM = "reference-warm"  # the earlier order, kept as a diagnostic: it favoured the reference
+
+
 class Stage(StrEnum):
     """Where an evaluation is, in order: waiting in the platform's queue, then what the evaluator
     reports as it goes."""
