@@ -795,8 +795,10 @@ class Judge:
 
 def main(argv: list[str]) -> int:
     channel = Channel(int(argv[0]), int(argv[1]))
-    judge = Judge(channel, [int(fd) for fd in argv[2:4]])
+    rank = channel.config.get("rank")
+    judge = None
     try:
+        judge = Judge(channel, [int(fd) for fd in argv[2:4]])
         if channel.config.get("selfcheck"):
             from evaluator.selfcheck import run_rank
 
@@ -806,14 +808,15 @@ def main(argv: list[str]) -> int:
     except Verdict as verdict:
         judge.report(verdict)
     except HostError as exc:
-        channel.send({"type": "infra", "rank": judge.rank, "reason": str(exc)})
+        channel.send({"type": "infra", "rank": rank, "reason": str(exc)})
         return 3
     except Exception as exc:  # noqa: BLE001 - the judge itself broke: the evaluator's fault
-        channel.send({"type": "infra", "rank": judge.rank,
+        channel.send({"type": "infra", "rank": rank,
                       "reason": f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"})
         return 3
     finally:
-        judge.close()
+        if judge is not None:
+            judge.close()
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(0)

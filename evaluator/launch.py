@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import assemble, isolation, placement, sandbox
+from evaluator import assemble, isolation, placement, results, sandbox
 from evaluator.results import SIDES, BatchOrder, Mode, Stage, Status
 
 ProgressFn = Callable[[str, dict], None]
@@ -35,6 +35,7 @@ DEFAULT_TIMEOUT_S = 600.0
 # instead of 0.5); the timing budget bounds the time either way.
 CPU_DEFAULTS = {"warmup": 3, "iters": 80, "trials": 3, "shapes": "default"}
 FAILURE_GRACE_S = 5.0  # after one rank reports a failure, the others get this long to follow
+JUDGE_LOG_CHARS = 4000  # of a broken judge's own log, in the evaluator's failure
 STACK_DUMP_WAIT_S = 2.0  # the longest wait for unfinished ranks' stacks before they are killed
 # Per shape, the timing beyond `iters` calls while the speedup's interval is wider than its target
 # (evaluator/timing_stats.py): bounded so that a typical evaluation takes at most about 1.5x the
@@ -260,7 +261,14 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
         outcome["players"] = _player_exits(ranks, boxes)
         _stop(ranks, boxes, baseline)
         for r in ranks:
-            r.log_text = _read_log(r) + "".join(_player_log(workdir, side, r.rank) for side in SIDES)
+            judge_log = _read_log(r)
+            r.log_text = judge_log + "".join(_player_log(workdir, side, r.rank) for side in SIDES)
+            # A judge runs none of the solution's code, and no solution can signal it: one that
+            # exits with a code before reporting broke on its own (a signal may be the kernel's
+            # answer to the solution's memory, and stays the solution's runtime error).
+            if r.final is None and r.infra is None and r.exit_code is not None and r.exit_code > 0:
+                r.infra = (f"the judge exited with code {r.exit_code} before reporting (stage: {r.last_stage}); "
+                           f"its log:\n{results.tail(judge_log, JUDGE_LOG_CHARS)}")
     except (OSError, isolation.SandboxUnavailable) as exc:
         raise EvaluatorError(f"evaluator failure: {type(exc).__name__}: {exc}") from exc
     finally:

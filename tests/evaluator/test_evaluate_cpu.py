@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 import tasks
-from evaluator.launch import EvaluationRequest, evaluate, seed_stream
+from evaluator import sandbox
+from evaluator.launch import EvaluationRequest, EvaluatorError, evaluate, seed_stream
 from evaluator.sandbox import descendants
 
 HERE = Path(__file__).parent
@@ -126,6 +128,31 @@ def test_crash_is_runtime_error_naming_the_rank():
     # The dead player is named as the cause (not its peer's broken collective), with how it ended.
     assert doc["reason"].startswith("rank 1: the solution's process ended without answering"), doc["reason"]
     assert doc["reason"].endswith("it was killed by SIGABRT"), doc["reason"]
+    assert no_leftovers()
+
+
+def test_a_judge_that_breaks_before_reporting_is_the_evaluators_failure_not_the_solutions(monkeypatch, tmp_path):
+    # Rank 0's judge is started as a program that fails at once, as a judge broken at start-up
+    # would: the evaluation must not blame (or fail) the submission, and says why with its log.
+    broken = tmp_path / "broken-python"
+    broken.write_text("#!/bin/sh\necho 'the judge broke at start' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    spawn_rank = sandbox.spawn_rank
+
+    def rank_0_broken(rank, *args, **kwargs):
+        if rank != 0:
+            return spawn_rank(rank, *args, **kwargs)
+        python = sys.executable
+        sys.executable = str(broken)
+        try:
+            return spawn_rank(rank, *args, **kwargs)
+        finally:
+            sys.executable = python
+
+    monkeypatch.setattr(sandbox, "spawn_rank", rank_0_broken)
+    with pytest.raises(EvaluatorError, match="the judge exited with code 1 before reporting") as failure:
+        run("allreduce", reference("allreduce"), timeout_s=60)
+    assert "the judge broke at start" in str(failure.value)
     assert no_leftovers()
 
 
