@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import socket
 import statistics
@@ -71,8 +72,8 @@ def time_batch(fn, sets: list[tuple], device: torch.device) -> float:
 def standalone(problem_id: str, shape: str, ruler_fn, device: torch.device,
                pairs: int) -> tuple[timing_stats.Ratio, float, float, float]:
     """Per call: the reference / ruler ratio, the reference's and the ruler's us, and what the
-    ruler adds in us (each a median over pairs; the last of the pairs' differences, which a
-    slow spell of the host moves less than the difference of two medians)."""
+    ruler adds in us. Each is a median over pairs; the last, the median of the pairs'
+    differences, which a slow spell of the host moves less than the difference of two medians."""
     problem = load_problem({"kind": "suite", "id": problem_id})
     dims = dict(tasks.get(problem_id).shape(shape).dims)
     counter = iter(range(1, 1 << 30))
@@ -142,7 +143,8 @@ def main() -> None:
                 judge = ""
                 if args.judge:
                     found = judged(pid, shape, code, mode)
-                    judge = f"{found['speedup']:.4f} [{found['speedup_interval'][0]:.4f}, {found['speedup_interval'][1]:.4f}]"
+                    low, high = found["speedup_interval"] or (math.nan, math.nan)  # none: too fast to bound
+                    judge = f"{found['speedup']:.4f} [{low:.4f}, {high:.4f}]"
                     if ruler == "wait":
                         judge += f" ({found['solution']['time_us'] - found['reference']['time_us']:.1f} us)"
                 table.add_row(pid, shape, ruler, f"{ref_us:.1f}", f"{ruler_us:.1f}",
