@@ -44,8 +44,18 @@ SCHEDULES = {
 }
 
 
+def pin_every_thread(cpu: int) -> None:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), {cpu})
+        except ProcessLookupError:
+            pass  # a thread that ended meanwhile
+
+
 def worker(conn, cpu: int, device: str, size: int) -> None:
-    os.sched_setaffinity(0, {cpu})
+    # Loaded on any CPU, then every thread moved onto the shared one, as the judge does with its
+    # players (evaluator/placement.py, settle): two CUDA start-ups queued on one CPU took most of
+    # an evaluation here.
     import torch
 
     torch.set_num_threads(1)
@@ -63,6 +73,9 @@ def worker(conn, cpu: int, device: str, size: int) -> None:
             torch.cuda.synchronize()
 
     for _ in range(200):
+        call()
+    pin_every_thread(cpu)
+    for _ in range(50):
         call()
     conn.send("ready")
     while (n := conn.recv()) is not None:
