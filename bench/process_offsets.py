@@ -146,11 +146,11 @@ def main() -> None:
     print("| schedule | speedups (process 0 / process 1) | median | spread | intervals without 1.0 | median half-width |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     # Schedules interleaved evaluation by evaluation, so that a slow spell of the host hits each.
-    runs = [(s, h) for s in args.schedule.split(",") if s for h in args.hash_seeds.split(",") if h]
-    found: dict[str, list[timing_stats.Ratio]] = {f"{s}, {h} hash seeds": [] for s, h in runs}
+    runs = {f"{s}, {h} hash seeds": (s, h) for s in args.schedule.split(",") if s for h in args.hash_seeds.split(",") if h}
+    found: dict[str, list[timing_stats.Ratio]] = {name: [] for name in runs}
     for _ in range(args.evals):
-        for s, h in runs:
-            found[f"{s}, {h} hash seeds"].append(evaluation(args.cpu, args.device, args.size, s, args.pairs, args.calls, h))
+        for name, (s, h) in runs.items():
+            found[name].append(evaluation(args.cpu, args.device, args.size, s, args.pairs, args.calls, h))
     for name, ratios in found.items():
         values = [r.value for r in ratios]
         misses = sum(not (r.low <= 1.0 <= r.high) for r in ratios)

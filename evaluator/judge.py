@@ -496,7 +496,8 @@ class Judge:
         return snapshot
 
     def run_null(self, batch: Batch) -> None:
-        """The batch again on the reference's player, with null calls: the protocol's cost
+        """The batch on the reference's player, with null calls, after the pair or before it
+        (pair_schedule), the solution stopped either way: the protocol's cost
         (writing the inputs, two messages, the loop, each output's copy into its slot and the
         judge's read of it), which the timed batches subtract. The reference's player runs only
         the judge's code and the reference, so no solution can move it."""
