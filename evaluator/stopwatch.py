@@ -1,0 +1,147 @@
+"""A solution timed against its problem's reference without the judge: plain processes, one per
+rank, with no sandbox, no protocol and no null batches. What the known-ratio rulers
+(evaluator/calibration.py) really read on this host, so that the judge's reading of them can be
+held against it (tests/evaluator/test_known_ratios.py, bench/ruler_check.py): where both read the
+same, the ruler is off, not the judge.
+
+Batches of K calls on K fresh input sets, started after a barrier, the two sides alternating which
+goes first; a batch's time runs from the last rank's start to the last rank's end, as the judge's
+does; the speedup is the median of paired ratios with the judge's interval (timing_stats). On the
+CPU each process computes on one thread, as the judge's players do."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import tasks
+from evaluator import timing_stats
+from evaluator.judge import draw_inputs
+from evaluator.loading import load_problem
+from evaluator.sandbox import NO_MULTICAST
+
+BATCH_TARGET_S = 0.01  # without a given K, a batch lasts about this long: long against the clock's resolution
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Per call: the reference / solution ratio, each side's median us, and the median over pairs
+    of what the solution adds (which a slow spell of the host moves less than the difference of
+    two medians)."""
+
+    ratio: timing_stats.Ratio
+    reference_us: float
+    solution_us: float
+    added_us: float
+
+
+def as_function(source: str, name: str, folder: Path):
+    """The source's `solution`, imported from a file (Triton compiles only functions it can read
+    the source file of)."""
+    path = folder / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module.solution
+
+
+def time_batch(fn, sets: list[tuple], device: torch.device) -> float:
+    """Microseconds per call over the batch for the problem: from the moment the last rank started
+    it (after a barrier) until the last rank's last call ended."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    dist.barrier()
+    t0 = time.perf_counter_ns()
+    for s in sets:
+        fn(*s)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    stamps: list = [None] * dist.get_world_size()
+    dist.all_gather_object(stamps, (t0, time.perf_counter_ns()))
+    return (max(end for _, end in stamps) - max(start for start, _ in stamps)) / len(sets) / 1e3
+
+
+def time_pairs(problem_id: str, shape: str, solution_fn, device: torch.device, pairs: int,
+               calls: int = 0) -> Reading:
+    """On every rank of the current process group: `pairs` pairs of batches of `calls` calls
+    (0: as many as last about BATCH_TARGET_S)."""
+    problem = load_problem({"kind": "suite", "id": problem_id})
+    dims = dict(tasks.get(problem_id).shape(shape).dims)
+    counter = iter(range(1, 1 << 30))
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    def fresh(k: int) -> list[tuple]:
+        return [draw_inputs(problem, rank, world, dims, next(counter), next(counter), device) for _ in range(k)]
+
+    warm = fresh(5)
+    for fn in (problem.reference, solution_fn):
+        time_batch(fn, warm, device)
+    k = calls or max(1, min(200, round(BATCH_TARGET_S * 1e6 / time_batch(solution_fn, warm, device))))
+    sizes: list = [None] * world
+    dist.all_gather_object(sizes, k)
+    k = min(sizes)  # every rank runs the same batches
+    ref_us, sol_us = [], []
+    for i in range(pairs):
+        sets = fresh(k)
+        sides = [(problem.reference, ref_us), (solution_fn, sol_us)]
+        for fn, out in sides if i % 2 == 0 else sides[::-1]:
+            out.append(time_batch(fn, sets, device))
+    ratio = timing_stats.paired_ratio(ref_us, sol_us)
+    if ratio is None:
+        raise RuntimeError("the solution's batches took no measurable time")
+    added = statistics.median(s - r for r, s in zip(ref_us, sol_us))
+    return Reading(ratio, statistics.median(ref_us), statistics.median(sol_us), added)
+
+
+def _rank(rank: int, world: int, port: int, device_kind: str, problem: str, shape: str, source: str,
+          pairs: int, calls: int, folder: str) -> None:
+    """One rank (torch.multiprocessing.spawn's entry); rank 0 writes the reading to `folder`."""
+    os.environ.update(NO_MULTICAST)
+    if device_kind == "cuda":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        torch.set_num_threads(1)  # as the judge's players (OMP_NUM_THREADS=1)
+    dist.init_process_group("nccl" if device_kind == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    try:
+        fn = as_function(source, f"timed_solution_{rank}", Path(folder))
+        reading = time_pairs(problem, shape, fn, device, pairs, calls)
+        if rank == 0:
+            r = reading.ratio
+            (Path(folder) / "reading.json").write_text(json.dumps({
+                "ratio": [r.value, r.low, r.high, r.coverage, r.pairs], "reference_us": reading.reference_us,
+                "solution_us": reading.solution_us, "added_us": reading.added_us}))
+    finally:
+        dist.destroy_process_group()
+
+
+def plain_reading(problem: str, shape: str, source: str, world_size: int = 1, device: str = "cpu",
+                  pairs: int = 30, calls: int = 0) -> Reading:
+    """The solution in `source` against the reference, in `world_size` fresh processes (on a GPU
+    host, one GPU each)."""
+    if device == "cuda" and world_size > torch.cuda.device_count():
+        raise ValueError(f"{world_size} ranks need as many GPUs; this host has {torch.cuda.device_count()}")
+    with tempfile.TemporaryDirectory(prefix="stopwatch-") as folder:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
+                 nprocs=world_size)
+        found = json.loads((Path(folder) / "reading.json").read_text())
+    return Reading(timing_stats.Ratio(*found["ratio"]), found["reference_us"], found["solution_us"], found["added_us"])
