@@ -28,6 +28,12 @@ PASSTHROUGH = (
 # NVLink multicast stays off in every process we start (it can take a shared host's GPUs down).
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 PR_SET_CHILD_SUBREAPER = 36
+# A player's C allocator keeps freed memory for reuse instead of handing it back to the system (up
+# to its largest threshold, 32 MiB per block): on the CPU, outputs and temporaries otherwise come
+# as fresh pages every call, and the page faults' cost, which varies with the host's state,
+# swamped the calls (identical code read 0.58x and 0.63x on a 2-core host without this, 0.95x and
+# 1.00x with it; bench/NOTES.md).
+KEEP_FREED_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
 
 
 def _base_environment(rank: int, world_size: int, home: Path) -> dict[str, str]:
@@ -62,12 +68,7 @@ def player_environment(rank: int, world_size: int, mode: str, home: Path, build_
     # The ranks of one side meet over loopback, the only interface of their network namespace
     # (gloo would otherwise bind the address the host name resolves to, absent there).
     env.update(GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo")
-    # The C allocator keeps freed memory for reuse instead of handing it back to the system (up to
-    # its largest threshold, 32 MiB per block): on the CPU, outputs and temporaries otherwise come
-    # as fresh pages every call, and the page faults' cost, which varies with the host's state,
-    # swamped the calls (identical code read 0.58x and 0.63x on a 2-core host without this, 0.95x
-    # and 1.00x with it; bench/NOTES.md).
-    env.update(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(1 << 40))
+    env.update(KEEP_FREED_MEMORY)
     if mode == Mode.SHARED_GPU:
         # Lets symmetric-memory rendezvous accept several ranks on one device.
         env["TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES"] = "1"

@@ -7,7 +7,7 @@ same, the ruler is off, not the judge.
 Batches of K calls on K fresh input sets, started after a barrier, the two sides alternating which
 goes first; a batch's time runs from the last rank's start to the last rank's end, as the judge's
 does; the speedup is the median of paired ratios with the judge's interval (timing_stats). On the
-CPU each process computes on one thread, as the judge's players do."""
+CPU each process computes on one thread and keeps freed memory, as the judge's players do."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ import tasks
 from evaluator import timing_stats
 from evaluator.judge import draw_inputs
 from evaluator.loading import load_problem
-from evaluator.sandbox import NO_MULTICAST
+from evaluator.sandbox import KEEP_FREED_MEMORY, NO_MULTICAST
 
 BATCH_TARGET_S = 0.01  # without a given K, a batch lasts about this long: long against the clock's resolution
 
@@ -137,11 +137,20 @@ def plain_reading(problem: str, shape: str, source: str, world_size: int = 1, de
     host, one GPU each)."""
     if device == "cuda" and world_size > torch.cuda.device_count():
         raise ValueError(f"{world_size} ranks need as many GPUs; this host has {torch.cuda.device_count()}")
-    with tempfile.TemporaryDirectory(prefix="stopwatch-") as folder:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
-                 nprocs=world_size)
-        found = json.loads((Path(folder) / "reading.json").read_text())
+    saved = {key: os.environ.get(key) for key in KEEP_FREED_MEMORY}
+    os.environ.update(KEEP_FREED_MEMORY)  # read by each process's C library as it starts
+    try:
+        with tempfile.TemporaryDirectory(prefix="stopwatch-") as folder:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
+                     nprocs=world_size)
+            found = json.loads((Path(folder) / "reading.json").read_text())
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return Reading(timing_stats.Ratio(*found["ratio"]), found["reference_us"], found["solution_us"], found["added_us"])
