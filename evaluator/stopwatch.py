@@ -2,7 +2,8 @@
 rank, with no sandbox, no protocol and no null batches. What the known-ratio rulers
 (evaluator/calibration.py) really read on this host, so that the judge's reading of them can be
 held against it (tests/evaluator/test_known_ratios.py, bench/ruler_check.py): where both read the
-same, the ruler is off, not the judge.
+same, the ruler is off, not the judge. It runs the source it is given as it is, unsandboxed: the
+project's own rulers only, never a submission.
 
 Batches of K calls on K fresh input sets, started after a barrier, the two sides alternating which
 goes first; a batch's time runs from the last rank's start to the last rank's end, as the judge's
