@@ -12,16 +12,15 @@ CPU each process computes on one thread and keeps freed memory, as the judge's p
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
 import statistics
-import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.distributed as dist
@@ -30,7 +29,7 @@ import torch.multiprocessing as mp
 import tasks
 from evaluator import timing_stats
 from evaluator.judge import draw_inputs
-from evaluator.loading import load_problem
+from evaluator.loading import load_problem, load_solution
 from evaluator.sandbox import KEEP_FREED_MEMORY, NO_MULTICAST
 
 BATCH_TARGET_S = 0.01  # without a given K, a batch lasts about this long: long against the clock's resolution
@@ -46,18 +45,6 @@ class Reading:
     reference_us: float
     solution_us: float
     added_us: float
-
-
-def as_function(source: str, name: str, folder: Path):
-    """The source's `solution`, imported from a file (Triton compiles only functions it can read
-    the source file of)."""
-    path = folder / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.solution
 
 
 def time_batch(fn, sets: list[tuple], device: torch.device) -> float:
@@ -111,7 +98,6 @@ def time_pairs(problem_id: str, shape: str, solution_fn, device: torch.device, p
 def _rank(rank: int, world: int, port: int, device_kind: str, problem: str, shape: str, source: str,
           pairs: int, calls: int, folder: str) -> None:
     """One rank (torch.multiprocessing.spawn's entry); rank 0 writes the reading to `folder`."""
-    os.environ.update(NO_MULTICAST)
     if device_kind == "cuda":
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
@@ -121,13 +107,12 @@ def _rank(rank: int, world: int, port: int, device_kind: str, problem: str, shap
     dist.init_process_group("nccl" if device_kind == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     try:
-        fn = as_function(source, f"timed_solution_{rank}", Path(folder))
+        path = Path(folder) / f"solution_{rank}.py"  # Triton compiles only functions whose file it can read
+        path.write_text(source)
+        fn = load_solution(path)
         reading = time_pairs(problem, shape, fn, device, pairs, calls)
         if rank == 0:
-            r = reading.ratio
-            (Path(folder) / "reading.json").write_text(json.dumps({
-                "ratio": [r.value, r.low, r.high, r.coverage, r.pairs], "reference_us": reading.reference_us,
-                "solution_us": reading.solution_us, "added_us": reading.added_us}))
+            (Path(folder) / "reading.json").write_text(json.dumps(asdict(reading)))
     finally:
         dist.destroy_process_group()
 
@@ -138,20 +123,13 @@ def plain_reading(problem: str, shape: str, source: str, world_size: int = 1, de
     host, one GPU each)."""
     if device == "cuda" and world_size > torch.cuda.device_count():
         raise ValueError(f"{world_size} ranks need as many GPUs; this host has {torch.cuda.device_count()}")
-    saved = {key: os.environ.get(key) for key in KEEP_FREED_MEMORY}
-    os.environ.update(KEEP_FREED_MEMORY)  # read by each process's C library as it starts
-    try:
-        with tempfile.TemporaryDirectory(prefix="stopwatch-") as folder:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
-                     nprocs=world_size)
-            found = json.loads((Path(folder) / "reading.json").read_text())
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return Reading(timing_stats.Ratio(*found["ratio"]), found["reference_us"], found["solution_us"], found["added_us"])
+    # The processes inherit these as they start (the C library reads its settings then).
+    with mock.patch.dict(os.environ, {**NO_MULTICAST, **KEEP_FREED_MEMORY}), \
+            tempfile.TemporaryDirectory(prefix="stopwatch-") as folder:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
+                 nprocs=world_size)
+        found = json.loads((Path(folder) / "reading.json").read_text())
+    return Reading(ratio=timing_stats.Ratio(**found.pop("ratio")), **found)
