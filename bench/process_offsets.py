@@ -32,6 +32,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -88,15 +89,12 @@ def worker(conn, cpu: int, device: str, size: int) -> None:
 
 @contextlib.contextmanager
 def hash_seed_set(seed: str | None):
-    before = os.environ.pop("PYTHONHASHSEED", None)
-    if seed is not None:
-        os.environ["PYTHONHASHSEED"] = seed
-    try:
-        yield
-    finally:
+    """PYTHONHASHSEED for the processes started within: `seed`, or none (a random one each)."""
+    with mock.patch.dict(os.environ):  # restored as it was on leaving
         os.environ.pop("PYTHONHASHSEED", None)
-        if before is not None:
-            os.environ["PYTHONHASHSEED"] = before
+        if seed is not None:
+            os.environ["PYTHONHASHSEED"] = seed
+        yield
 
 
 def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, calls: int, hash_seed: str) -> timing_stats.Ratio:
