@@ -26,7 +26,10 @@ def solution(*inputs):
 # serialises the call's host and GPU work, which a plain call overlaps (one H100: a 1000 us wait
 # read 1065-1177 us). So on a GPU the wrapper queues a kernel that spins for the wait on the GPU's
 # own clock (%globaltimer, in ns) after the call's work, and spins the host for the same time:
-# both sides of the call are then longer by the wait, whichever bounds it, plus one kernel launch.
+# both sides of the call are then longer by the wait, whichever bounds it. The host's spin is
+# timed from before the kernel's launch, so that the launch (tens of microseconds of Python on a
+# slow host) is part of the wait rather than added to it; with the spin timed after the launch,
+# plain processes read a 1000 us wait as 1057-1180 us on an H100 host (bench/NOTES.md).
 _WAIT = """
 
 import time as _time
@@ -57,11 +60,11 @@ except ImportError:
 
 def solution(*inputs):
     out = _reference_solution(*inputs)
+    end = _time.perf_counter_ns() + _WAIT_NS
     if _torch.cuda.is_initialized():
         if _gpu_wait is None:
             raise RuntimeError("the wait on a GPU needs Triton")
         _gpu_wait[(1,)](_WAIT_NS)
-    end = _time.perf_counter_ns() + _WAIT_NS
     while _time.perf_counter_ns() < end:
         pass
     return out

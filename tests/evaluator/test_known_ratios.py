@@ -5,9 +5,8 @@ unsubtracted cost per call would pull the first toward 1, a timer that misses de
 lose the second.
 
 The wait holds both the host and the GPU for its length (evaluator/calibration.py): a host spin, and
-on a GPU a spin kernel on the GPU's clock queued after the call's work, so each call takes the wait
-longer whichever of host and GPU bounds it, plus one kernel launch: the GPU test's wait is long
-against that.
+on a GPU a spin kernel on the GPU's clock queued after the call's work, its launch inside the
+host's spin, so each call takes the wait longer whichever of host and GPU bounds it.
 
 In cpu mode (gloo on a shared host) the intervals are wide; there the test is that they hold the
 true value: the wait's length, and for the twice-called reference the ratio that plain processes
