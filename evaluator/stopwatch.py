@@ -37,14 +37,15 @@ BATCH_TARGET_S = 0.01  # without a given K, a batch lasts about this long: long 
 
 @dataclass(frozen=True)
 class Reading:
-    """Per call: the reference / solution ratio, each side's median us, and the median over pairs
+    """Per call: the reference / solution ratio, each side's median us, the median over pairs
     of what the solution adds (which a slow spell of the host moves less than the difference of
-    two medians)."""
+    two medians), and how far the pairs' ratios scatter (timing_stats.pair_spread)."""
 
     ratio: timing_stats.Ratio
     reference_us: float
     solution_us: float
     added_us: float
+    pair_spread: float
 
 
 def time_batch(fn, sets: list[tuple], device: torch.device) -> float:
@@ -92,12 +93,15 @@ def time_pairs(problem_id: str, shape: str, solution_fn, device: torch.device, p
     if ratio is None:
         raise RuntimeError("the solution's batches took no measurable time")
     added = statistics.median(s - r for r, s in zip(ref_us, sol_us))
-    return Reading(ratio, statistics.median(ref_us), statistics.median(sol_us), added)
+    return Reading(ratio, statistics.median(ref_us), statistics.median(sol_us), added,
+                   timing_stats.pair_spread(ref_us, sol_us))
 
 
 def _rank(rank: int, world: int, port: int, device_kind: str, problem: str, shape: str, source: str,
-          pairs: int, calls: int, folder: str) -> None:
+          pairs: int, calls: int, cpus: tuple[int, ...], folder: str) -> None:
     """One rank (torch.multiprocessing.spawn's entry); rank 0 writes the reading to `folder`."""
+    if cpus:  # before any thread starts, so that every thread of the process stays there
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     if device_kind == "cuda":
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
@@ -118,9 +122,10 @@ def _rank(rank: int, world: int, port: int, device_kind: str, problem: str, shap
 
 
 def plain_reading(problem: str, shape: str, source: str, world_size: int = 1, device: str = "cpu",
-                  pairs: int = 30, calls: int = 0) -> Reading:
+                  pairs: int = 30, calls: int = 0, cpus: tuple[int, ...] = ()) -> Reading:
     """The solution in `source` against the reference, in `world_size` fresh processes (on a GPU
-    host, one GPU each)."""
+    host, one GPU each); with `cpus`, rank r's process runs on CPU cpus[r % len(cpus)] only, as
+    the judge's players of a rank share one CPU in gpu mode."""
     if device == "cuda" and world_size > torch.cuda.device_count():
         raise ValueError(f"{world_size} ranks need as many GPUs; this host has {torch.cuda.device_count()}")
     # The processes inherit these as they start (the C library reads its settings then).
@@ -129,7 +134,7 @@ def plain_reading(problem: str, shape: str, source: str, world_size: int = 1, de
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, folder),
+        mp.spawn(_rank, args=(world_size, port, device, problem, shape, source, pairs, calls, tuple(cpus), folder),
                  nprocs=world_size)
         found = json.loads((Path(folder) / "reading.json").read_text())
     return Reading(ratio=timing_stats.Ratio(**found.pop("ratio")), **found)

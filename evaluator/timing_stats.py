@@ -17,6 +17,7 @@ of the ratios inherits the order-statistic interval.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -102,6 +103,17 @@ def paired_ratio(reference: Sequence[float], solution: Sequence[float]) -> Ratio
         return None
     low, high, coverage = median_interval(ratios)
     return Ratio(value, low, high, coverage, len(ratios))
+
+
+def pair_spread(reference: Sequence[float], solution: Sequence[float]) -> float:
+    """How far the pairs' ratios (reference / solution) scatter: their interquartile range over
+    their median. Two stopwatches on one host compare their own noise by it, apart from where
+    their medians lie (bench/ruler_check.py)."""
+    ratios = [r / s for r, s in zip(reference, solution, strict=True) if s > 0]
+    if len(ratios) < 2:
+        return math.nan
+    low, _, high = statistics.quantiles(ratios, n=4)
+    return (high - low) / median(ratios)
 
 
 def stop_reason(ratio: Ratio | None, pairs: int, elapsed_s: float, budget_s: float, max_pairs: int,

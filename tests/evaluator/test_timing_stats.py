@@ -50,6 +50,17 @@ def test_drift_that_scales_both_sides_of_a_pair_cancels():
     assert ratio.half_width == pytest.approx(0.0, abs=1e-12)
 
 
+def test_pair_spread_is_the_ratios_interquartile_range_over_their_median():
+    drift = [1.0 + 0.05 * i for i in range(12)]
+    assert timing_stats.pair_spread([300.0 * d for d in drift], [100.0 * d for d in drift]) == pytest.approx(0.0)
+    # ratios 1, 2, 3, 4, 5: quartiles 1.5 and 4.5 (the exclusive method), median 3
+    assert timing_stats.pair_spread([1.0, 2.0, 3.0, 4.0, 5.0], [1.0] * 5) == pytest.approx(1.0)
+    assert timing_stats.pair_spread([4.0, 2.0, 5.0, 1.0, 3.0], [1.0] * 5) == pytest.approx(1.0)  # any order
+    assert math.isnan(timing_stats.pair_spread([1.0], [1.0]))
+    with pytest.raises(ValueError):
+        timing_stats.pair_spread([1.0, 2.0], [1.0])
+
+
 def test_a_solution_below_the_protocols_resolution_has_no_speedup():
     assert paired_ratio([10.0] * 10, [0.0] * 10) is None
     assert paired_ratio([], []) is None
