@@ -72,7 +72,7 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
                 problem=problem, solution_code=code, world_size=args.world_size, mode=args.mode,
                 shapes=shapes, dims=args.dims, pkb_root=args.pkb_root, trials=args.trials,
                 warmup=args.warmup, iters=args.iters, timeout_s=args.timeout, timing_budget_s=budget_s,
-                batch_order=args.batch_order,
+                batch_order=args.batch_order, batch_target_ms=args.batch_target_ms,
             ))  # fmt: skip
         except EvaluatorError as exc:
             doc = {"status": "evaluator_error", "reason": str(exc), "shapes": []}
@@ -212,6 +212,8 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=DEFAULT_TIMING_BUDGET_S, help="timing budget per shape, s")
     parser.add_argument("--batch-order", default=BatchOrder.SYMMETRIC, choices=[o.value for o in BatchOrder],
                         help="the timed pairs' order (a diagnostic: only the default is fair)")
+    parser.add_argument("--batch-target-ms", type=float, default=0.0,
+                        help="on a GPU, how long the faster side's timed batch lasts (a diagnostic; 0: the judge's)")
     parser.add_argument("--compare-fixed", action="store_true", help="also time each with the fixed schedule")
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--repeat", type=int, default=1,

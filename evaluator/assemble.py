@@ -118,6 +118,7 @@ UNBOUNDED = ("the solution's time was within the protocol's own cost on some bat
              "interval has no upper bound")
 FLUSHED = "diagnostic run: each player wrote {mib:g} MiB before every call to push the inputs out of the L2 cache"
 REORDERED = "diagnostic run: timed pairs in the {order} order, not the judge's symmetric one"
+RESIZED = "diagnostic run: timed batches sized to last {ms:g} ms, not the judge's own length"
 
 
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
@@ -131,6 +132,8 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
         notes.add(FLUSHED.format(mib=req.flush_l2_mib))
     if req is not None and req.batch_order != BatchOrder.SYMMETRIC:
         notes.add(REORDERED.format(order=req.batch_order))
+    if req is not None and req.batch_target_ms:
+        notes.add(RESIZED.format(ms=req.batch_target_ms))
     solution = reference = speedup = speedup_interval = timing_run = roof = digests = None
     if complete and all(s.get("solution_us") for s in reports):
         batch = reports[0]["batch"]

@@ -651,8 +651,9 @@ class Judge:
     def batch_size(self, dims: dict, seed: dict, call_s: tuple[float, float] | None = None) -> int:
         """Calls per batch: within memory, and for timing, enough that the faster side's batch
         lasts BATCH_TARGET_S (the protocol's fixed cost, about a millisecond, then weighs a few
-        percent), but not so many that the slower side's lasts over BATCH_LIMIT_S. Before the
-        warm-up has measured the calls (`call_s` None): the requested calls in MIN_TIMED_BATCHES."""
+        percent; a diagnostic request may set another length), but not so many that the slower
+        side's lasts over BATCH_LIMIT_S. Before the warm-up has measured the calls (`call_s`
+        None): the requested calls in MIN_TIMED_BATCHES."""
         sample = self.inputs(dims, seed["seed"], seed["shared_seed"])
         per_call = 5 * transport.input_bytes(list(sample)) + 4 * self.out_capacity
         budget = BATCH_MEMORY_BYTES[self.mode] // (self.world if self.mode == Mode.SHARED_GPU else 1)
@@ -660,7 +661,8 @@ class Judge:
             by_time = math.ceil(self.cfg["iters"] / MIN_TIMED_BATCHES)
         else:
             fast, slow = call_s
-            by_time = min(math.ceil(BATCH_TARGET_S / fast), max(1, int(BATCH_LIMIT_S / slow)))
+            target_s = (self.cfg.get("batch_target_ms") or 0) / 1e3 or BATCH_TARGET_S
+            by_time = min(math.ceil(target_s / fast), max(1, int(BATCH_LIMIT_S / slow)))
         sizes: list[Any] = [None] * self.world
         dist.all_gather_object(sizes, max(1, min(MAX_BATCH, by_time, budget // max(1, per_call))))
         return min(sizes)  # every rank runs the same batches

@@ -73,6 +73,9 @@ class EvaluationRequest:
     flush_l2_mib: float = 0.0
     # A diagnostic too (bin/gpu-check order): the timed pairs' order; only the default is fair.
     batch_order: str = BatchOrder.SYMMETRIC
+    # And another (bench/suite_timings.py --batch-target-ms): how long the faster side's timed batch
+    # lasts on a GPU, in ms; 0 is the judge's own (judge.BATCH_TARGET_S).
+    batch_target_ms: float = 0.0
     selfcheck: dict | None = field(default=None, repr=False)  # internal: problems and seed, see evaluator.selfcheck
     # False only for someone judging their own file on the command line: players then run without
     # namespaces (same limits and clean-up), and the result says so.
@@ -93,6 +96,10 @@ class EvaluationRequest:
             raise ValueError("flush_l2_mib must be between 0 and 4096")
         if self.batch_order not in [o.value for o in BatchOrder]:
             raise ValueError(f"batch_order must be one of {', '.join(BatchOrder)}, not {self.batch_order!r}")
+        if not (self.batch_target_ms == 0 or 0.5 <= self.batch_target_ms <= 250):
+            raise ValueError("batch_target_ms must be 0 (the judge's) or between 0.5 and 250")
+        if self.batch_target_ms and self.mode == Mode.CPU:
+            raise ValueError("batch_target_ms sizes batches on a GPU only; cpu mode's hold iters / 10 calls")
 
 
 def _seed(secret: bytes, *parts: Any) -> int:
@@ -234,7 +241,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
                 "trials": req.trials, "iters": req.iters, "warmup": req.warmup, "timeout_s": req.timeout_s,
                 "timing_budget_s": req.timing_budget_s, "selfcheck": req.selfcheck,
                 "flush_l2_mib": req.flush_l2_mib,
-                "batch_order": req.batch_order,
+                "batch_order": req.batch_order, "batch_target_ms": req.batch_target_ms,
                 "solution_root": boxes["solution"].host_pid, "reference_root": boxes["reference"].host_pid,
                 "placements": [asdict(p) for p in placements] if placements else None,
             }

@@ -1,5 +1,6 @@
 """The evaluator's diagnostics stay out of a submitter's reach: the batch order that times the pairs
-in another order, and the stopwatch that runs code without a sandbox (evaluator/stopwatch.py).
+in another order, the batch length that sizes them otherwise, and the stopwatch that runs code
+without a sandbox (evaluator/stopwatch.py).
 (The L2 flush diagnostic has its own test beside its attack, test_timing_attacks.py.)"""
 
 from __future__ import annotations
@@ -15,17 +16,23 @@ from evaluator.results import BatchOrder
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_payload_asking_for_another_batch_order_is_timed_in_the_judges_order():
-    """A worker builds its request from the broker's payload: a diagnostic order in the payload's
-    settings must not reach the judge (only the symmetric order times both sides alike)."""
+@pytest.mark.parametrize("setting, asked, judges", [
+    ("batch_order", BatchOrder.REFERENCE_WARM, BatchOrder.SYMMETRIC),
+    ("batch_target_ms", 1.0, 0.0),
+])
+def test_a_payload_asking_for_a_diagnostic_timing_is_timed_the_judges_way(setting, asked, judges):
+    """A worker builds its request from the broker's payload: a diagnostic in the payload's
+    settings must not reach the judge (only the symmetric order times both sides alike, and a
+    batch length of the submitter's choosing would let it trade the protocol's weight against
+    the host's noise)."""
     Job = pytest.importorskip("evaluator.worker", reason="the worker's dependencies are not installed").Job
     job = Job.from_payload({
-        "evaluation": 1, "token": "t", "problem": "allreduce", "code": "", "world_size": 2, "mode": "cpu",
-        "profile": None, "settings": {"batch_order": BatchOrder.REFERENCE_WARM, "iters": 8},
+        "evaluation": 1, "token": "t", "problem": "allreduce", "code": "", "world_size": 2, "mode": "gpu",
+        "profile": None, "settings": {setting: asked, "iters": 8},
     })  # fmt: skip
     kwargs = job.request_kwargs()
-    assert "batch_order" not in kwargs and kwargs["iters"] == 8
-    assert EvaluationRequest(**kwargs).batch_order == BatchOrder.SYMMETRIC
+    assert setting not in kwargs and kwargs["iters"] == 8
+    assert getattr(EvaluationRequest(**kwargs), setting) == judges
 
 
 def importers_of(module: str, folders: list[str]) -> list[str]:
