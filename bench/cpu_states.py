@@ -1,4 +1,4 @@
-"""Does a CPU of this host change speed for seconds at a time, and is that per CPU or per process?
+"""Does a CPU of this host change speed, how often, and is that per CPU or per process?
 
 One process visits every CPU in turn (sched_setaffinity), and on each runs a fixed chunk of work:
 a pure-Python loop, and, with --cuda, a host-bound CUDA call (tiny kernel launches, then a
@@ -9,7 +9,8 @@ distance from the GPU (NUMA node).
     python bench/cpu_states.py [--seconds 30] [--window 2] [--cuda] [--json out.json]
 
 Prints the topology, each CPU's steal time over the run, and per CPU and time window the median
-chunk time relative to the whole run's median (1.00 = typical; 1.9 = a slow state).
+chunk time relative to the whole run's median (1.00 = typical; 1.9 = a slow state), then what the
+windows hide: how long slow spells last and whether the CPUs change together (`spells`).
 """
 
 from __future__ import annotations
@@ -83,6 +84,40 @@ def calibrate(target_ns: float) -> int:
         n *= 2
 
 
+SLOW = 1.25  # a chunk over this many times the run's median counts as a slow state
+
+
+def spells(samples: dict[int, list[tuple[float, float]]]) -> dict:
+    """How often the CPUs change state, which windowed medians hide: the share of slow chunks; the
+    lengths (ms) of slow spells on one CPU (from the first slow visit to the next fast one); how
+    often two consecutive visits to one CPU agree on the state; and how often two chunks run one
+    after the other on different CPUs agree, against what independent CPUs would give."""
+    overall = statistics.median(t for runs in samples.values() for _, t in runs)
+    slow = {cpu: [(at, t > SLOW * overall) for at, t in runs] for cpu, runs in samples.items()}
+    flat = [state for runs in slow.values() for _, state in runs]
+    share = sum(flat) / len(flat) if flat else float("nan")
+    lengths, agree, revisit = [], [], []
+    for runs in slow.values():
+        began = None
+        for (at, state), (next_at, next_state) in zip(runs, runs[1:]):
+            agree.append(state == next_state)
+            revisit.append(next_at - at)
+        for at, state in runs:
+            if state and began is None:
+                began = at
+            elif not state and began is not None:
+                lengths.append((at - began) * 1e3)
+                began = None
+    seq = sorted((at, cpu, state) for cpu, runs in slow.items() for at, state in runs)
+    across = [a[2] == b[2] for a, b in zip(seq, seq[1:]) if a[1] != b[1]]
+    quartiles = statistics.quantiles(lengths, n=4) if len(lengths) > 1 else [float("nan")] * 3
+    return {"slow_share": share, "spell_ms_quartiles": quartiles, "spells": len(lengths),
+            "revisit_ms": statistics.median(revisit) * 1e3 if revisit else float("nan"),
+            "same_cpu_agreement": sum(agree) / len(agree) if agree else float("nan"),
+            "other_cpu_agreement": sum(across) / len(across) if across else float("nan"),
+            "independent_agreement": share * share + (1 - share) * (1 - share)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -138,6 +173,12 @@ def main() -> None:
             finite = [c for c in cells if c == c]
             spread = max(finite) / min(finite) if finite else float("nan")
             print(f"{cpu:>3}  " + " ".join(f"{c:5.2f}" for c in cells) + f"   {spread:5.2f}")
+        found = spells(samples[kind])
+        low, mid, high = found["spell_ms_quartiles"]
+        print(f"slow (over {SLOW:g}x the median) {found['slow_share']:.0%} of chunks; {found['spells']} slow spells, "
+              f"median {mid:.0f} ms (quartiles {low:.0f}, {high:.0f}); visits to one CPU {found['revisit_ms']:.0f} ms "
+              f"apart agree {found['same_cpu_agreement']:.0%}; chunks back to back on two CPUs agree "
+              f"{found['other_cpu_agreement']:.0%} (independent CPUs: {found['independent_agreement']:.0%})")
     if args.json:
         args.json.write_text(json.dumps({"samples": {k: {str(c): v for c, v in s.items()} for k, s in samples.items()},
                                          "steal": {c: steal1.get(c, 0) - steal0.get(c, 0) for c in cpus}}))
