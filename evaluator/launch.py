@@ -98,8 +98,9 @@ class EvaluationRequest:
             raise ValueError(f"batch_order must be one of {', '.join(BatchOrder)}, not {self.batch_order!r}")
         if not (self.batch_target_ms == 0 or 0.5 <= self.batch_target_ms <= 250):
             raise ValueError("batch_target_ms must be 0 (the judge's) or between 0.5 and 250")
-        if self.batch_target_ms and self.mode == Mode.CPU:
-            raise ValueError("batch_target_ms sizes batches on a GPU only; cpu mode's hold iters / 10 calls")
+        if self.batch_target_ms and (self.mode == Mode.CPU or self.timing_budget_s == 0):
+            raise ValueError("batch_target_ms sizes batches on a GPU with a timing budget only; cpu mode's "
+                             "and a fixed schedule's hold iters / 10 calls")
 
 
 def _seed(secret: bytes, *parts: Any) -> int:

@@ -17,11 +17,13 @@ def test_a_length_out_of_range_is_refused(ms):
         EvaluationRequest(problem="allreduce", solution_code="", mode="gpu", batch_target_ms=ms).validate()
 
 
-def test_cpu_mode_refuses_a_length_it_would_not_use():
-    """cpu mode times iters / 10 calls per batch whatever the length; accepting one would give a
-    result whose note claims a length it never had."""
-    with pytest.raises(ValueError, match="GPU only"):
-        EvaluationRequest(problem="allreduce", solution_code="", mode="cpu", batch_target_ms=5).validate()
+@pytest.mark.parametrize("mode, budget_s", [("cpu", 2.0), ("gpu", 0.0)])
+def test_a_length_the_judge_would_not_use_is_refused(mode, budget_s):
+    """cpu mode and a fixed schedule time iters / 10 calls per batch whatever the length;
+    accepting one would give a result whose note claims a length it never had."""
+    with pytest.raises(ValueError, match="GPU with a timing budget only"):
+        EvaluationRequest(problem="allreduce", solution_code="", mode=mode, timing_budget_s=budget_s,
+                          batch_target_ms=5).validate()
 
 
 @pytest.mark.parametrize("mode", ["gpu", "shared-gpu"])
