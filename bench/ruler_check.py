@@ -58,7 +58,7 @@ def main() -> None:
     parser.add_argument("--rulers", default="twice,wait")
     parser.add_argument("--wait-us", type=float, default=1000.0)
     parser.add_argument("--pairs", type=int, default=30)
-    parser.add_argument("--calls", type=int, default=0, help="calls per batch; 0: as many as last about 10 ms")
+    parser.add_argument("--calls", type=int, default=0, help="calls per batch; 0: as the judge sizes them on a GPU (the faster side's batch about 20 ms)")
     parser.add_argument("--pin-cpus", default="", help="CPUs for the plain processes, one per rank in turn")
     parser.add_argument("--judge", action="store_true", help="also judge each ruler (gpu mode, or cpu mode on the CPU)")
     args = parser.parse_args()

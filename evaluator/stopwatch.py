@@ -13,6 +13,7 @@ CPU each process computes on one thread and keeps freed memory, as the judge's p
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import statistics
@@ -28,11 +29,9 @@ import torch.multiprocessing as mp
 
 import tasks
 from evaluator import timing_stats
-from evaluator.judge import draw_inputs
+from evaluator.judge import BATCH_TARGET_S, MAX_BATCH, draw_inputs
 from evaluator.loading import load_problem, load_solution
 from evaluator.sandbox import KEEP_FREED_MEMORY, NO_MULTICAST
-
-BATCH_TARGET_S = 0.01  # without a given K, a batch lasts about this long: long against the clock's resolution
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,8 @@ def time_batch(fn, sets: list[tuple], device: torch.device) -> float:
 def time_pairs(problem_id: str, shape: str, solution_fn, device: torch.device, pairs: int,
                calls: int = 0) -> Reading:
     """On every rank of the current process group: `pairs` pairs of batches of `calls` calls
-    (0: as many as last about BATCH_TARGET_S)."""
+    (0: sized as the judge sizes them on a GPU, so that the faster side's batch lasts about
+    judge.BATCH_TARGET_S: pairs as long as the judge's meet as many of a host's speed changes)."""
     problem = load_problem({"kind": "suite", "id": problem_id})
     dims = dict(tasks.get(problem_id).shape(shape).dims)
     counter = iter(range(1, 1 << 30))
@@ -79,7 +79,8 @@ def time_pairs(problem_id: str, shape: str, solution_fn, device: torch.device, p
     warm = fresh(5)
     for fn in (problem.reference, solution_fn):
         time_batch(fn, warm, device)
-    k = calls or max(1, min(200, round(BATCH_TARGET_S * 1e6 / time_batch(solution_fn, warm, device))))
+    fastest_us = min(time_batch(fn, warm, device) for fn in (problem.reference, solution_fn))
+    k = calls or max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S * 1e6 / max(fastest_us, 1e-3))))
     sizes: list = [None] * world
     dist.all_gather_object(sizes, k)
     k = min(sizes)  # every rank runs the same batches
