@@ -74,14 +74,15 @@ def main() -> None:
         spec = tasks.get(pid)
         shapes = [s.name for s in spec.shapes] if args.shapes == "all" else [args.shapes]
         for ruler in [r for r in args.rulers.split(",") if r]:
+            code = ruler_source(pid, ruler, args.wait_us)
             for shape in shapes:
-                found = stopwatch.plain_reading(pid, shape, ruler_source(pid, ruler, args.wait_us), args.world_size,
-                                                args.device, args.pairs, args.calls, cpus)
+                found = stopwatch.plain_reading(pid, shape, code, args.world_size, args.device, args.pairs, args.calls,
+                                                cpus)
                 value, low, high = found.ratio.value, found.ratio.low, found.ratio.high
                 wait_read = f"{found.added_us:.1f}" if ruler == "wait" else ""
                 judge, spread = "", f"{found.pair_spread:.3f}"
                 if args.judge:
-                    doc = judged(pid, shape, ruler_source(pid, ruler, args.wait_us), mode, args.world_size)
+                    doc = judged(pid, shape, code, mode, args.world_size)
                     j_low, j_high = doc["speedup_interval"] or (math.nan, math.nan)  # none: too fast to bound
                     ref_us, ruler_us = doc["reference"]["time_us"], doc["solution"]["time_us"]
                     judge = f"{doc['speedup']:.4f} [{j_low:.4f}, {j_high:.4f}] ({ref_us:.1f} / {ruler_us:.1f} us)"
