@@ -16,9 +16,17 @@ one on the reference's player in every pair):
                                        follows itself in half the pairs
   plain           0 1 | 1 0 | ...      no null batches
 
+Start (--start): "spawn", each process a fresh interpreter that imports torch itself (as gpu
+modes start the judge's players); "fixed", the same at fixed addresses (no layout randomisation:
+PKB_PLAYER_LAYOUT=fixed in the judge, evaluator/isolation_init.fix_layout); or "fork", both
+forked from this process after it imported torch, before any CUDA call: the two then begin with
+one memory layout, down to the physical pages. Beside the spread across evaluations, the correlation between each
+evaluation's first-half and second-half speedups: near 0 when the pairs' noise is all there is,
+well above it when an offset lasts for the processes' life.
+
     python bench/process_offsets.py [--device cpu|cuda] [--cpu N] [--evals 8] [--pairs 60]
                                     [--calls 20] [--size 64] [--schedule reference-warm,symmetric,plain]
-                                    [--hash-seeds own,same]
+                                    [--hash-seeds own,same] [--start spawn,fork]
 """
 
 from __future__ import annotations
@@ -97,8 +105,28 @@ def hash_seed_set(seed: str | None):
         yield
 
 
-def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, calls: int, hash_seed: str) -> timing_stats.Ratio:
-    ctx = mp.get_context("spawn")
+@contextlib.contextmanager
+def layout(fixed: bool):
+    """Processes exec'd within start at fixed addresses when `fixed` (the persona is inherited and
+    read at exec); this process's own layout never changes."""
+    if not fixed:
+        yield
+        return
+    from evaluator import isolation_init
+
+    before = isolation_init.libc.personality(isolation_init.PERSONALITY_QUERY)
+    if not isolation_init.fix_layout():
+        raise SystemExit("this host does not let a process fix its children's layout (personality)")
+    try:
+        yield
+    finally:
+        isolation_init.libc.personality(before)
+
+
+def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, calls: int, hash_seed: str,
+               start: str = "spawn") -> tuple[timing_stats.Ratio, float, float]:
+    """The speedup over all pairs, and over the first and the second half of them."""
+    ctx = mp.get_context("fork" if start == "fork" else "spawn")
     ends, procs = [], []
     # "same": both processes hash strings alike (one seed, new each evaluation), so their dicts and
     # the interpreter's attribute caches collide alike; "own": each its own random seed, as usual.
@@ -106,7 +134,7 @@ def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, call
     for _ in range(2):
         ours, theirs = ctx.Pipe()
         proc = ctx.Process(target=worker, args=(theirs, cpu, device, size))
-        with hash_seed_set(seed):
+        with hash_seed_set(seed), layout(fixed=start == "fixed"):
             proc.start()
         ends.append(ours)
         procs.append(proc)
@@ -124,7 +152,19 @@ def evaluation(cpu: int, device: str, size: int, schedule: str, pairs: int, call
         end.send(None)
     for proc in procs:
         proc.join()
-    return timing_stats.paired_ratio(times[0], times[1])
+    half = pairs // 2
+    first, second = (timing_stats.paired_ratio(times[0][a:b], times[1][a:b]) for a, b in ((0, half), (half, pairs)))
+    return timing_stats.paired_ratio(times[0], times[1]), first.value, second.value
+
+
+def halves_correlation(halves: list[tuple[float, float]]) -> float | None:
+    """Pearson correlation of the evaluations' first-half and second-half speedups (None when
+    either half never varies)."""
+    firsts, seconds = zip(*halves)
+    try:
+        return statistics.correlation(firsts, seconds)
+    except statistics.StatisticsError:
+        return None
 
 
 def main() -> None:
@@ -137,24 +177,36 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=64, help="the tensors' side: 4 makes the call the "
                         "operations' dispatch on the host, as a GPU's kernel launches are")
     parser.add_argument("--schedule", default="reference-warm,symmetric,plain")
+    parser.add_argument("--start", default="spawn", help="spawn, fixed, fork, or several (spawn,fixed,fork): how the two processes start")
     parser.add_argument("--hash-seeds", default="own", help="own, same or own,same: each process its own "
                         "string-hash seed (as the judge's players have), or one seed for both")
     args = parser.parse_args()
     print(f"device {args.device}, CPU {args.cpu}, tensors {args.size}x{args.size}, {args.evals} evaluations of {args.pairs} pairs x {args.calls} calls")
-    print("| schedule | speedups (process 0 / process 1) | median | spread | intervals without 1.0 | median half-width |")
-    print("| --- | --- | ---: | ---: | ---: | ---: |")
-    # Schedules interleaved evaluation by evaluation, so that a slow spell of the host hits each.
-    runs = {f"{s}, {h} hash seeds": (s, h) for s in args.schedule.split(",") if s for h in args.hash_seeds.split(",") if h}
-    found: dict[str, list[timing_stats.Ratio]] = {name: [] for name in runs}
+    starts = [m for m in args.start.split(",") if m]
+    if "fork" in starts:
+        import torch  # noqa: F401 - imported here once, so that forked processes begin from one layout
+    print("| schedule | start | speedups (process 0 / process 1) | median | spread | sd | halves' correlation "
+          "| intervals without 1.0 | median half-width |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    # Settings interleaved evaluation by evaluation, so that a slow spell of the host hits each.
+    runs = {f"{s}, {h} hash seeds | {m}": (s, h, m) for s in args.schedule.split(",") if s
+            for h in args.hash_seeds.split(",") if h for m in starts}
+    found: dict[str, list[tuple[timing_stats.Ratio, float, float]]] = {name: [] for name in runs}
     for _ in range(args.evals):
-        for name, (s, h) in runs.items():
-            found[name].append(evaluation(args.cpu, args.device, args.size, s, args.pairs, args.calls, h))
-    for name, ratios in found.items():
+        for name, (s, h, m) in runs.items():
+            found[name].append(evaluation(args.cpu, args.device, args.size, s, args.pairs, args.calls, h, m))
+            ratio, first, second = found[name][-1]
+            # as it goes: a run cut short by a time limit keeps what it measured
+            print(f"  {name}: {ratio.value:.4f} [{ratio.low:.4f}, {ratio.high:.4f}], halves {first:.4f} {second:.4f}", flush=True)
+    for name, rows in found.items():
+        ratios = [r for r, _, _ in rows]
         values = [r.value for r in ratios]
         misses = sum(not (r.low <= 1.0 <= r.high) for r in ratios)
+        corr = halves_correlation([(a, b) for _, a, b in rows]) if len(rows) > 2 else None
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
         print(f"| {name} | {' '.join(f'{v:.3f}' for v in values)} | {statistics.median(values):.3f} | "
-              f"{max(values) - min(values):.3f} | {misses} of {len(ratios)} | "
-              f"{statistics.median(r.half_width for r in ratios):.1%} |")
+              f"{max(values) - min(values):.3f} | {sd:.3f} | {'-' if corr is None else f'{corr:.2f}'} | "
+              f"{misses} of {len(ratios)} | {statistics.median(r.half_width for r in ratios):.1%} |")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,9 @@ class SandboxSpec:
     # argv to be `python -m MODULE ...` or `python -c CODE ...`, and evaluator/ visible and on
     # PYTHONPATH inside the sandbox (in `readonly`).
     preload: tuple[str, ...] | None = None
+    # Every player (or the fork server) started at fixed addresses (isolation_init.fix_layout), so
+    # that both sides' processes lay identical code out alike.
+    fixed_layout: bool = False
 
 
 def _within(path: str, parent: str) -> bool:
@@ -300,7 +303,8 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         "plan": plan,
         "cwd": os.path.abspath(spec.cwd),
         "status_fd": status_w,
-        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus)} for p in players],
+        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus), "fixed_layout": spec.fixed_layout}
+                    for p in players],
         "preload": None if spec.preload is None else list(spec.preload),
     }
     argv = [*prefix, sys.executable, "-I", "-S", str(INIT), str(config_child.fileno())]

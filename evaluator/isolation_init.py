@@ -203,6 +203,24 @@ def drop_privileges() -> None:
 # player placed on its CPUs (evaluator/placement.py): a solution cannot leave the CPU its rank's
 # reference shares, and honest code that narrows its threads' CPUs (NCCL does) runs on as before.
 # Per architecture, with the 32-bit (and x32) entry points a 64-bit process can also call.
+# personality(2): the flag that makes the next exec lay out the stack, heap and mappings at fixed
+# addresses (what `setarch -R` sets), and the query that reads the current persona.
+ADDR_NO_RANDOMIZE = 0x0040000
+PERSONALITY_QUERY = 0xFFFFFFFF
+
+
+def fix_layout() -> bool:
+    """Whatever this process execs from now on starts at the same addresses every time; False where
+    the host forbids it (a container's seccomp profile may), which leaves the layout random. Two
+    players of identical code then lay their memory out alike: with random layouts, two fresh
+    processes time identical host-bound code apart by about 1.5% (sd over pairs of processes) for
+    their whole life, as their caches collide differently; at fixed addresses by about 1%
+    (bench/NOTES.md, "Process offsets"). A player loses nothing by it: its sandbox, not its
+    layout, keeps a solution from the judge and the other side."""
+    current = libc.personality(PERSONALITY_QUERY)
+    return current != -1 and libc.personality(current | ADDR_NO_RANDOMIZE) != -1
+
+
 AUDIT_ARCH = {"x86_64": 0xC000003E, "i386": 0x40000003, "aarch64": 0xC00000B7, "arm": 0x40000028}
 SCHED_SETAFFINITY = {"x86_64": (203, 0x40000000 | 203), "i386": (241,), "aarch64": (122,), "arm": (241,)}
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
@@ -297,6 +315,8 @@ def spawn(player: dict, cwd: str) -> int:
                 keep_affinity(player["cpus"])
             limit_resources()
             drop_privileges()
+            if player.get("fixed_layout"):
+                fix_layout()  # best effort: where the host forbids it, the player starts as before
             os.execvpe(player["argv"][0], player["argv"], player["env"])
         except BaseException as e:  # noqa: B036 - whatever happens, report it and never return into the parent's code
             os.write(errors_w, f"{type(e).__name__}: {e}".encode())
@@ -326,6 +346,7 @@ def start_fork_server(players: list[dict], preload: list[str], cwd: str) -> tupl
     pids_r, pids_w = os.pipe()
     server = {"argv": [model["argv"][0], "-m", "evaluator.forkserver", json.dumps(spec)], "env": model["env"],
               "fds": [*promised, *logs_at, pids_at], "log_fd": players[0]["log_fd"], "cpus": [],
+              "fixed_layout": model.get("fixed_layout", False),  # its forks keep its layout
               "handed": [*(h for p in players for h in p["handed"]), *(p["log_fd"] for p in players), pids_w]}
     try:
         return spawn(server, cwd), pids_r

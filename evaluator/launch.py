@@ -305,6 +305,17 @@ PLAYER_PRELOAD = ("torch", "torch.distributed", "evaluator.transport")
 FORKED_MODES = (Mode.CPU,)
 
 
+# How the players' memory is laid out: "fixed" (every player starts at the same addresses, so both
+# sides' processes lay identical code out alike: isolation_init.fix_layout) or "random" (the
+# kernel's randomisation, for comparison). A host's setting.
+LAYOUT_ENV = "PKB_PLAYER_LAYOUT"
+LAYOUT_DEFAULT = "fixed"
+
+
+def fixed_layout() -> bool:
+    return os.environ.get(LAYOUT_ENV, LAYOUT_DEFAULT) == "fixed"
+
+
 def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Path, submission: Path) -> dict:
     """Where one side's players live. In a sandbox: a private /tmp (their rendezvous and home),
     the code they need read-only, their build directory writable, nothing else of the host."""
@@ -318,7 +329,8 @@ def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Pa
         tmp = workdir / f"{side}-tmp"
         (tmp / "home").mkdir(parents=True)
     spec = isolation.SandboxSpec(readonly=readonly, writable=[build_dir], cwd=tmp, isolate=req.sandboxed,
-                                 preload=PLAYER_PRELOAD if req.mode in FORKED_MODES else None)
+                                 preload=PLAYER_PRELOAD if req.mode in FORKED_MODES else None,
+                                 fixed_layout=fixed_layout())
     return {"spec": spec, "home": tmp / "home", "store": str(tmp / f"{side}-players.store")}
 
 

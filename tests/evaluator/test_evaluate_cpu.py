@@ -328,3 +328,24 @@ def test_the_l2_flush_diagnostic_writes_its_buffer_before_calls_and_says_so():
     assert any("diagnostic run" in n for n in doc["shapes"][0]["notes"])
     plain = run("allgather", reference("allgather") + FLUSH_SEEN)
     assert plain["status"] == "runtime_error" and "flush buffer sizes" in plain["reason"]
+
+
+LAYOUT_REPORTING = """
+_persona = int(open("/proc/self/personality").read(), 16)
+if not _persona & 0x0040000:
+    raise RuntimeError(f"this player's addresses are randomised (persona {_persona:#x})")
+"""
+
+
+@pytest.mark.parametrize("layout", ["fixed", "random"])
+def test_players_start_at_fixed_addresses_unless_the_host_asks_for_random_ones(layout, monkeypatch):
+    """The judge's default (launch.LAYOUT_DEFAULT): both sides' players, here forked from their
+    sandboxes' fork servers, run at fixed addresses, so that identical code lays its memory out
+    alike on both sides; PKB_PLAYER_LAYOUT=random restores the kernel's randomisation."""
+    if layout == "random":
+        monkeypatch.setenv("PKB_PLAYER_LAYOUT", "random")
+    doc = run("allreduce", reference("allreduce") + LAYOUT_REPORTING, iters=2, trials=1)
+    if layout == "fixed":
+        assert doc["status"] == "correct", doc["reason"]
+    else:
+        assert doc["status"] == "runtime_error" and "randomised" in doc["reason"], doc["reason"]

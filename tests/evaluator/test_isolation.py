@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import isolation
+from evaluator import isolation, isolation_init
 from evaluator.forkserver import player_index
 from evaluator.isolation import HOME, PlayerSpec, SandboxSpec, SandboxUnavailable, probe, start
 from evaluator.isolation_init import descendants
@@ -497,3 +497,27 @@ def test_a_placed_player_cannot_widen_its_cpus():
     assert out.returncode == 0, out.stderr
     placed = min(os.sched_getaffinity(0))
     assert out.stdout.split() == [f"[{placed}]", f"[[{placed}],", f"[{placed}]]", "True"], out.stdout + out.stderr
+
+
+WHERE_LIBC_LIES = """
+import ctypes, json
+print(json.dumps({"personality": int(open("/proc/self/personality").read(), 16),
+                  "libc": ctypes.cast(ctypes.CDLL(None).printf, ctypes.c_void_p).value}))
+"""
+
+
+@pytest.mark.parametrize("preload", [None, ("decimal",)], ids=["exec", "forked"])
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "random"])
+def test_players_of_two_sandboxes_share_one_layout_when_it_is_fixed(tmp_path, preload, fixed):
+    """The two sides' players live in sandboxes of their own (forked ones from a fork server
+    each); with fixed layouts they map their libraries at the same addresses, so that identical
+    code lays its memory out alike on both sides."""
+    found = []
+    for side in ("reference", "solution"):
+        spec = SandboxSpec([REPO / "evaluator"], [], Path(HOME), preload=preload, fixed_layout=fixed)
+        (tmp_path / side).mkdir()
+        exits, outputs = run(tmp_path / side, [WHERE_LIBC_LIES], spec, **FORKED_ENV)
+        assert exits == {0: 0}, outputs
+        found.append(outputs[0])
+    assert all(bool(o["personality"] & isolation_init.ADDR_NO_RANDOMIZE) == fixed for o in found), found
+    assert (found[0]["libc"] == found[1]["libc"]) == fixed, found
