@@ -3,12 +3,16 @@ change how fast it runs afterwards? Two twin processes run the same host-bound C
 tiny kernel launches, then a synchronisation); between measurements one twin is held and released
 the way the judge holds the solution's sandbox, the other is left alone, and the cycle is run
 with the lock and with signals only. Before that, fresh twin pairs that are never held show how far
-two processes of the same code run apart with no judge at all.
+two processes of the same code run apart with no judge at all. With --hold-gib, each twin also
+keeps that much GPU memory allocated and written: does releasing a process that holds much memory
+cost its first call (the judge releases the solution before each of its batches, and a first call
+inside the clock that pays for it would read the solution slow: identical code on
+ring_attention_tp's large shape, 1.7 s calls on large tensors, read 0.2% slow on one H100)?
 
-    python bench/lock_probe.py [--cycles 20] [--calls 200] [--launches 40] [--fresh 6]
+    python bench/lock_probe.py [--cycles 20] [--calls 200] [--launches 40] [--fresh 6] [--hold-gib 0]
 
 Prints the fresh pairs' ratios, then per cycle kind the held and the untouched twin's median call
-time (us) before and after.
+time (us) before and after, and their first call after each release.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from evaluator.gpu_lock import GpuLocker  # noqa: E402
 TWIN = r"""
 import json, sys, time, torch
 x = torch.zeros(1024, device="cuda")
+held = torch.ones(int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device="cuda") if float(sys.argv[1]) else None
 def call(launches):
     for _ in range(launches):
         x.add_(1.0)
@@ -41,19 +46,23 @@ for line in sys.stdin:
         t0 = time.perf_counter_ns()
         call(launches)
         times.append((time.perf_counter_ns() - t0) / 1e3)
+    first = times[0]
     times.sort()
-    print(json.dumps(times[len(times) // 2]), flush=True)
+    print(json.dumps([first, times[len(times) // 2]]), flush=True)
 """
 
 
 class Twin:
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", TWIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, hold_gib: float = 0.0) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", TWIN, str(hold_gib)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
 
     def measure(self, calls: int, launches: int) -> float:
+        """The median call's time (us); the first call's is kept in `first`."""
         self.proc.stdin.write(json.dumps([calls, launches]) + "\n")
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
+        self.first, median = json.loads(self.proc.stdout.readline())
+        return median
 
     def close(self) -> None:
         self.proc.kill()
@@ -66,6 +75,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--launches", type=int, default=40)
     ap.add_argument("--fresh", type=int, default=6, help="fresh twin pairs, never held")
+    ap.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory each held and untouched twin keeps")
     args = ap.parse_args()
     print("fresh twin pairs, never held: first / second twin's median call (us), 5 alternating measurements")
     for _ in range(args.fresh):
@@ -77,14 +87,16 @@ def main() -> int:
         finally:
             a.close()
             b.close()
-    held, alone = Twin(), Twin()
+    held, alone = Twin(args.hold_gib), Twin(args.hold_gib)
     locker = GpuLocker()
     try:
         for twin in (held, alone):  # warm both
             twin.measure(args.calls, args.launches)
 
-        def both() -> tuple[float, float]:
-            return held.measure(args.calls, args.launches), alone.measure(args.calls, args.launches)
+        def both() -> tuple[float, float, float, float]:
+            """Median calls, then first calls: held twin, untouched twin."""
+            h, a = held.measure(args.calls, args.launches), alone.measure(args.calls, args.launches)
+            return h, a, held.first, alone.first
 
         before = [both() for _ in range(5)]
         rows = {"before": before}
@@ -109,8 +121,11 @@ def main() -> int:
         for kind, pairs in rows.items():
             h = statistics.median(p[0] for p in pairs)
             a = statistics.median(p[1] for p in pairs)
+            first_h = statistics.median(p[2] for p in pairs)
+            first_a = statistics.median(p[3] for p in pairs)
             print(f"  {kind:14s} {h:8.1f} / {a:8.1f}   ratio {h / a:.3f}   "
-                  f"held range {min(p[0] for p in pairs):.1f}-{max(p[0] for p in pairs):.1f}")
+                  f"held range {min(p[0] for p in pairs):.1f}-{max(p[0] for p in pairs):.1f}   "
+                  f"first call {first_h:.1f} / {first_a:.1f}")
     finally:
         locker.close()
         held.close()

@@ -199,10 +199,6 @@ def drop_privileges() -> None:
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-# A seccomp filter that turns sched_setaffinity into a call that succeeds and does nothing, for a
-# player placed on its CPUs (evaluator/placement.py): a solution cannot leave the CPU its rank's
-# reference shares, and honest code that narrows its threads' CPUs (NCCL does) runs on as before.
-# Per architecture, with the 32-bit (and x32) entry points a 64-bit process can also call.
 # personality(2): the flag that makes the next exec lay out the stack, heap and mappings at fixed
 # addresses (what `setarch -R` sets), and the query that reads the current persona.
 ADDR_NO_RANDOMIZE = 0x0040000
@@ -221,6 +217,10 @@ def fix_layout() -> bool:
     return current != -1 and libc.personality(current | ADDR_NO_RANDOMIZE) != -1
 
 
+# A seccomp filter that turns sched_setaffinity into a call that succeeds and does nothing, for a
+# player placed on its CPUs (evaluator/placement.py): a solution cannot leave the CPU its rank's
+# reference shares, and honest code that narrows its threads' CPUs (NCCL does) runs on as before.
+# Per architecture, with the 32-bit (and x32) entry points a 64-bit process can also call.
 AUDIT_ARCH = {"x86_64": 0xC000003E, "i386": 0x40000003, "aarch64": 0xC00000B7, "arm": 0x40000028}
 SCHED_SETAFFINITY = {"x86_64": (203, 0x40000000 | 203), "i386": (241,), "aarch64": (122,), "arm": (241,)}
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2

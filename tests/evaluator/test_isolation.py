@@ -521,3 +521,9 @@ def test_players_of_two_sandboxes_share_one_layout_when_it_is_fixed(tmp_path, pr
         found.append(outputs[0])
     assert all(bool(o["personality"] & isolation_init.ADDR_NO_RANDOMIZE) == fixed for o in found), found
     assert (found[0]["libc"] == found[1]["libc"]) == fixed, found
+
+
+def test_a_host_that_forbids_fixing_the_layout_leaves_it_random_instead_of_failing(monkeypatch):
+    """Some container profiles refuse personality(ADDR_NO_RANDOMIZE): the player must still start."""
+    monkeypatch.setattr(isolation_init.libc, "personality", lambda persona: -1)
+    assert isolation_init.fix_layout() is False
