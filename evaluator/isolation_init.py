@@ -210,7 +210,7 @@ def fix_layout() -> bool:
     the host forbids it (a container's seccomp profile may), which leaves the layout random. Two
     players of identical code then lay their memory out alike: with random layouts, two fresh
     processes time identical host-bound code apart by about 1.5% (sd over pairs of processes) for
-    their whole life, as their caches collide differently; at fixed addresses by about 1%
+    their whole life, as their caches collide differently; at fixed addresses by about 1.1%
     (bench/NOTES.md, "Process offsets"). A player loses nothing by it: its sandbox, not its
     layout, keeps a solution from the judge and the other side."""
     current = libc.personality(PERSONALITY_QUERY)
