@@ -269,6 +269,7 @@ class Judge:
         self.snapshots: dict[str, transport.Arena] = {}  # the judge's copies of output slots (snapshot_of)
         self.new_groups: list[list[int]] = []
         self.reported = False
+        self.player_layout: str | None = None  # "fixed", "random" or "mixed", as the players said at init
         self.where: dict[str, Any] = {"shape": None, "step": "start"}  # what runs now, for a failure's report
 
     # -- set-up ---------------------------------------------------------------------------------
@@ -301,8 +302,9 @@ class Judge:
                     "device": str(self.device)}
             for side, link in self.links.items():
                 link.send({**init, "store": self.cfg["player_stores"][side]})
-            for link in self.links.values():
-                link.answer("init")
+            layouts = {link.answer("init").get("layout") for link in self.links.values()}
+            if None not in layouts:  # a side that could not tell leaves it unknown
+                self.player_layout = layouts.pop() if len(layouts) == 1 else "mixed"
         self.select_problem(self.cfg["problem"])
 
     def select_problem(self, source: dict) -> None:
@@ -734,6 +736,7 @@ class Judge:
 
     def environment(self) -> dict:
         env = {
+            "player_layout": self.player_layout,
             "python": sys.version.split()[0],
             "torch": torch.__version__,
             "cuda": torch.version.cuda,

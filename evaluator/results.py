@@ -289,6 +289,10 @@ class Environment(_Sandboxing, total=False):
     gpu_count: int
     nccl: str
     driver: str | None
+    # Where rank 0's players of both sides started: at "fixed" addresses (the judge's default),
+    # "random" ones (the kernel's randomisation) or "mixed"; null where a player could not tell
+    # (launch.LAYOUT_ENV).
+    player_layout: str | None
 
 
 @dataclass(frozen=True)

@@ -349,3 +349,4 @@ def test_players_start_at_fixed_addresses_unless_the_host_asks_for_random_ones(l
         assert doc["status"] == "correct", doc["reason"]
     else:
         assert doc["status"] == "runtime_error" and "randomised" in doc["reason"], doc["reason"]
+    assert doc["environment"]["player_layout"] == layout  # as both sides' players said before any solution code ran
