@@ -305,15 +305,14 @@ PLAYER_PRELOAD = ("torch", "torch.distributed", "evaluator.transport")
 FORKED_MODES = (Mode.CPU,)
 
 
-# How the players' memory is laid out: "fixed" (every player starts at the same addresses, so both
-# sides' processes lay identical code out alike: isolation_init.fix_layout) or "random" (the
-# kernel's randomisation, for comparison). A host's setting.
+# How the players' memory is laid out: at fixed addresses, so that both sides' processes lay
+# identical code out alike (isolation_init.fix_layout), unless a host sets this to "random" (the
+# kernel's randomisation, for comparison); any other value keeps the default.
 LAYOUT_ENV = "PKB_PLAYER_LAYOUT"
-LAYOUT_DEFAULT = "fixed"
 
 
 def fixed_layout() -> bool:
-    return os.environ.get(LAYOUT_ENV, LAYOUT_DEFAULT) == "fixed"
+    return os.environ.get(LAYOUT_ENV) != "random"
 
 
 def _side_layout(req: EvaluationRequest, side: str, workdir: Path, build_dir: Path, submission: Path) -> dict:

@@ -339,7 +339,7 @@ if not _persona & 0x0040000:
 
 @pytest.mark.parametrize("layout", ["fixed", "random"])
 def test_players_start_at_fixed_addresses_unless_the_host_asks_for_random_ones(layout, monkeypatch):
-    """The judge's default (launch.LAYOUT_DEFAULT): both sides' players, here forked from their
+    """The judge's default (launch.fixed_layout): both sides' players, here forked from their
     sandboxes' fork servers, run at fixed addresses, so that identical code lays its memory out
     alike on both sides; PKB_PLAYER_LAYOUT=random restores the kernel's randomisation."""
     if layout == "random":
