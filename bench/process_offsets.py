@@ -16,17 +16,17 @@ one on the reference's player in every pair):
                                        follows itself in half the pairs
   plain           0 1 | 1 0 | ...      no null batches
 
-Start (--start): "spawn", each process a fresh interpreter that imports torch itself (as gpu
-modes start the judge's players); "fixed", the same at fixed addresses (no layout randomisation:
-PKB_PLAYER_LAYOUT=fixed in the judge, evaluator/isolation_init.fix_layout); or "fork", both
-forked from this process after it imported torch, before any CUDA call: the two then begin with
-one memory layout, down to the physical pages. Beside the spread across evaluations, the correlation between each
-evaluation's first-half and second-half speedups: near 0 when the pairs' noise is all there is,
-well above it when an offset lasts for the processes' life.
+Start (--start): "spawn", each process a fresh interpreter that imports torch itself, at random
+addresses (as the judge's players started before 2026-12-07); "fixed", the same at fixed
+addresses (as they start now: evaluator/isolation_init.fix_layout); or "fork", both forked from
+this process after it imported torch, before any CUDA call: the two then begin with one memory
+layout, sharing its pages until they write them. Beside the spread across evaluations, the
+correlation between each evaluation's first-half and second-half speedups: near 0 when the
+pairs' noise is all there is, well above it when an offset lasts for the processes' life.
 
     python bench/process_offsets.py [--device cpu|cuda] [--cpu N] [--evals 8] [--pairs 60]
                                     [--calls 20] [--size 64] [--schedule reference-warm,symmetric,plain]
-                                    [--hash-seeds own,same] [--start spawn,fork]
+                                    [--hash-seeds own,same] [--start spawn,fixed,fork]
 """
 
 from __future__ import annotations
