@@ -72,3 +72,13 @@ def test_a_flood_of_output_is_cut(adv, variant):
     doc = adv.judge("allreduce", "flood_output", variant=variant, params={"MEGABYTES": 200})
     assert doc["status"] in list(Status)
     adv.assert_document_bounded(doc, 60)
+
+
+def test_a_solution_cannot_change_the_recorded_layout_of_its_players(adv):
+    """environment.player_layout comes from each player's persona at init, before the solution is
+    loaded: a solution that clears its persona afterwards leaves the record as it was."""
+    doc = adv.judge_appended("allreduce", "layout_record")
+    assert doc["status"] == "correct", adv.summary(doc)
+    expected = adv.honest("allreduce")["environment"]["player_layout"]
+    assert expected is not None
+    assert doc["environment"]["player_layout"] == expected, adv.summary(doc)
