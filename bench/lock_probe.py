@@ -57,12 +57,12 @@ class Twin:
         self.proc = subprocess.Popen([sys.executable, "-c", TWIN, str(hold_gib)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
 
-    def measure(self, calls: int, launches: int) -> float:
-        """The median call's time (us); the first call's is kept in `first`."""
+    def measure(self, calls: int, launches: int) -> tuple[float, float]:
+        """The median call's time and the first call's (us)."""
         self.proc.stdin.write(json.dumps([calls, launches]) + "\n")
         self.proc.stdin.flush()
-        self.first, median = json.loads(self.proc.stdout.readline())
-        return median
+        first, median = json.loads(self.proc.stdout.readline())
+        return median, first
 
     def close(self) -> None:
         self.proc.kill()
@@ -82,7 +82,7 @@ def main() -> int:
         a, b = Twin(), Twin()
         try:
             a.measure(args.calls, args.launches), b.measure(args.calls, args.launches)
-            ta, tb = zip(*[(a.measure(args.calls, args.launches), b.measure(args.calls, args.launches)) for _ in range(5)])
+            ta, tb = zip(*[(a.measure(args.calls, args.launches)[0], b.measure(args.calls, args.launches)[0]) for _ in range(5)])
             print(f"  {statistics.median(ta):8.1f} / {statistics.median(tb):8.1f}   ratio {statistics.median(ta) / statistics.median(tb):.3f}")
         finally:
             a.close()
@@ -95,8 +95,8 @@ def main() -> int:
 
         def both() -> tuple[float, float, float, float]:
             """Median calls, then first calls: held twin, untouched twin."""
-            h, a = held.measure(args.calls, args.launches), alone.measure(args.calls, args.launches)
-            return h, a, held.first, alone.first
+            (h, first_h), (a, first_a) = held.measure(args.calls, args.launches), alone.measure(args.calls, args.launches)
+            return h, a, first_h, first_a
 
         before = [both() for _ in range(5)]
         rows = {"before": before}
