@@ -303,9 +303,9 @@ def start(players: list[PlayerSpec], spec: SandboxSpec) -> Sandbox:
         "plan": plan,
         "cwd": os.path.abspath(spec.cwd),
         "status_fd": status_w,
-        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus), "fixed_layout": spec.fixed_layout}
-                    for p in players],
+        "players": [{"argv": p.argv, "env": p.env, "fds": list(p.fds), "cpus": list(p.cpus)} for p in players],
         "preload": None if spec.preload is None else list(spec.preload),
+        "fixed_layout": spec.fixed_layout,
     }
     argv = [*prefix, sys.executable, "-I", "-S", str(INIT), str(config_child.fileno())]
     # Where the players are placed, the sandbox's own processes run on their CPUs too: the judge

@@ -282,10 +282,10 @@ def _install_affinity_filter() -> None:
     _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp")
 
 
-def spawn(player: dict, cwd: str) -> int:
+def spawn(player: dict, cwd: str, fixed_layout: bool = False) -> int:
     """Fork and exec one player: its own session, stdin /dev/null, stdout and stderr to its log, its
-    handed fds at the numbers it was promised (`player["fds"]`), nothing else. Raises OSError when
-    the exec fails."""
+    handed fds at the numbers it was promised (`player["fds"]`), nothing else; at fixed addresses
+    with `fixed_layout`. Raises OSError when the exec fails."""
     errors_r, errors_w = os.pipe()  # close-on-exec: stays empty when exec succeeds
     pid = os.fork()
     if pid == 0:
@@ -315,7 +315,7 @@ def spawn(player: dict, cwd: str) -> int:
                 keep_affinity(player["cpus"])
             limit_resources()
             drop_privileges()
-            if player.get("fixed_layout"):
+            if fixed_layout:
                 fix_layout()  # best effort: where the host forbids it, the player starts as before
             os.execvpe(player["argv"][0], player["argv"], player["env"])
         except BaseException as e:  # noqa: B036 - whatever happens, report it and never return into the parent's code
@@ -330,7 +330,7 @@ def spawn(player: dict, cwd: str) -> int:
     return pid
 
 
-def start_fork_server(players: list[dict], preload: list[str], cwd: str) -> tuple[int, int]:
+def start_fork_server(players: list[dict], preload: list[str], cwd: str, fixed_layout: bool = False) -> tuple[int, int]:
     """Start one fork server (evaluator/forkserver.py) for every player: it imports `preload` once,
     forks them and exits, and they become our children. Returns its pid and the read end of the pipe
     on which it names their pids (forked_players). Raises OSError when it cannot be started."""
@@ -346,10 +346,9 @@ def start_fork_server(players: list[dict], preload: list[str], cwd: str) -> tupl
     pids_r, pids_w = os.pipe()
     server = {"argv": [model["argv"][0], "-m", "evaluator.forkserver", json.dumps(spec)], "env": model["env"],
               "fds": [*promised, *logs_at, pids_at], "log_fd": players[0]["log_fd"], "cpus": [],
-              "fixed_layout": model.get("fixed_layout", False),  # its forks keep its layout
               "handed": [*(h for p in players for h in p["handed"]), *(p["log_fd"] for p in players), pids_w]}
     try:
-        return spawn(server, cwd), pids_r
+        return spawn(server, cwd, fixed_layout), pids_r  # its forks keep its layout
     except OSError:
         os.close(pids_r)
         raise
@@ -480,14 +479,14 @@ def main() -> None:
     server = None
     if config.get("preload") is not None:
         try:
-            server = start_fork_server(players, config["preload"], config["cwd"])
+            server = start_fork_server(players, config["preload"], config["cwd"], config["fixed_layout"])
         except OSError as e:
             for index in range(len(players)):
                 report(player=index, status=127, error=f"cannot start player {index}: cannot start the fork server: {e}")
     else:
         for index, player in enumerate(players):
             try:
-                running[spawn(player, config["cwd"])] = index
+                running[spawn(player, config["cwd"], config["fixed_layout"])] = index
             except OSError as e:
                 report(player=index, status=127, error=f"cannot start player {index}: {e}")
     # Only the player keeps its ends: a judge must see EOF the moment its player dies.
