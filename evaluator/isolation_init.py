@@ -217,6 +217,12 @@ def fix_layout() -> bool:
     return current != -1 and libc.personality(current | ADDR_NO_RANDOMIZE) != -1
 
 
+def layout() -> str | None:
+    """Where this process started: "fixed" or "random" addresses (None if the host will not say)."""
+    current = libc.personality(PERSONALITY_QUERY)
+    return None if current == -1 else "fixed" if current & ADDR_NO_RANDOMIZE else "random"
+
+
 # A seccomp filter that turns sched_setaffinity into a call that succeeds and does nothing, for a
 # player placed on its CPUs (evaluator/placement.py): a solution cannot leave the CPU its rank's
 # reference shares, and honest code that narrows its threads' CPUs (NCCL does) runs on as before.

@@ -23,8 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator import transport
-from evaluator.isolation_init import ADDR_NO_RANDOMIZE
+from evaluator import isolation_init, transport
 
 
 class Player:
@@ -56,14 +55,9 @@ class Player:
             from evaluator import gloo_as_nccl
 
             gloo_as_nccl.install()
-        # Before any solution code runs here: the addresses this process started at (fixed or at
-        # random, isolation_init.fix_layout), for the result's record of how both sides were timed.
-        try:
-            with open("/proc/self/personality") as f:
-                layout = "fixed" if int(f.read(), 16) & ADDR_NO_RANDOMIZE else "random"
-        except (OSError, ValueError):
-            layout = None  # unknown, not a reason to stop
-        return {"layout": layout}
+        # Before any solution code runs here: the addresses this process started at, for the
+        # result's record of how both sides were timed.
+        return {"layout": isolation_init.layout()}
 
     def op_arena(self, msg: dict, fds: list[int]) -> dict:
         self.arenas[msg["id"]] = transport.Arena.attach(msg["desc"], fds, self.device)
