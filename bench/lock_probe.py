@@ -61,7 +61,11 @@ class Twin:
         """The median call's time and the first call's (us)."""
         self.proc.stdin.write(json.dumps([calls, launches]) + "\n")
         self.proc.stdin.flush()
-        first, median = json.loads(self.proc.stdout.readline())
+        line = self.proc.stdout.readline()
+        if not line:  # the twin died: its traceback is on stderr above (out of GPU memory, say)
+            raise SystemExit(f"a twin process ended (exit code {self.proc.wait()}); with --hold-gib, two twins "
+                             "hold that much each at once")
+        first, median = json.loads(line)
         return median, first
 
     def close(self) -> None:
@@ -75,7 +79,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--launches", type=int, default=40)
     ap.add_argument("--fresh", type=int, default=6, help="fresh twin pairs, never held")
-    ap.add_argument("--hold-gib", type=float, default=0.0, help="GPU memory each held and untouched twin keeps")
+    ap.add_argument("--hold-gib", type=float, default=0.0,
+                    help="GPU memory each of the held and the untouched twin keeps (both at once: under half the GPU's)")
     args = ap.parse_args()
     print("fresh twin pairs, never held: first / second twin's median call (us), 5 alternating measurements")
     for _ in range(args.fresh):
