@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+from dataclasses import fields
 from datetime import datetime, timezone
 
 from evaluator import results, timing_stats
 from evaluator.results import (
+    SIDES,
+    AllocatorActivity,
     BatchOrder,
     Digests,
     Failure,
@@ -121,6 +124,17 @@ REORDERED = "diagnostic run: timed pairs in the {order} order, not the judge's s
 RESIZED = "diagnostic run: timed batches sized to last {ms:g} ms, not the judge's own length"
 
 
+def _allocator(per_rank: list[dict]) -> dict[Side, AllocatorActivity] | None:
+    """Each side's allocator counts over the ranks (judge.allocator_change), for the sides every
+    rank counted."""
+    counts = {}
+    for side in SIDES:
+        reports = [r.get(side) for r in per_rank]
+        if all(reports):
+            counts[side] = AllocatorActivity(**{f.name: [r[f.name] for r in reports] for f in fields(AllocatorActivity)})
+    return counts or None
+
+
 def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | None, meaningful: bool) -> ShapeResult:
     reports = []
     for r in ranks:
@@ -150,7 +164,8 @@ def _shape_entry(shape: dict, ranks, status: Status, spec, req, hw_key: str | No
                 notes.add(UNBOUNDED)
         timing_run = TimingRun(calls_per_batch=calls, pairs=batch["batches"], fixed_us=batch["fixed_us"],
                                stop=TimingStop(batch["stop"]), seconds=batch["seconds"],
-                               pairs_us=[[round(r, 3), round(s, 3)] for r, s in zip(across["reference"], across["solution"])])
+                               pairs_us=[[round(r, 3), round(s, 3)] for r, s in zip(across["reference"], across["solution"])],
+                               allocator=_allocator([s.get("allocator") or {} for s in reports]))
     if complete:
         digests = Digests(solution=[s["digest_solution"] for s in reports],
                           reference=[s["digest_reference"] for s in reports])

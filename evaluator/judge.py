@@ -16,6 +16,7 @@ result pipe, each tagged with a per-evaluation nonce. The parent computes every 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -36,7 +37,7 @@ from evaluator.freezer import Freezer
 from evaluator.gpu_lock import GpuLocker, LockUnavailable
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.placement import Placement
-from evaluator.results import SIDES, BatchOrder, FailureKind, Mode, Side, Stage, StageTime, Status
+from evaluator.results import SIDES, AllocatorActivity, BatchOrder, FailureKind, Mode, Side, Stage, StageTime, Status
 from tasks.spec import InputContext, Tolerance
 
 # Memory one rank's judge gives a timed batch: its input sets, both players' arenas and the copies
@@ -79,6 +80,29 @@ def per_call_us(rows: list[tuple[int, int, int]], calls: int) -> tuple[list[floa
     null ns), less the fixed cost."""
     fixed = fixed_cost_ns(rows)
     return ([max(0, r[0] - fixed) / calls / 1e3 for r in rows], [max(0, r[1] - fixed) / calls / 1e3 for r in rows])
+
+
+ALLOCATOR_COUNTERS = tuple(f.name for f in dataclasses.fields(AllocatorActivity))
+MAX_COUNT = 2**53  # a count beyond what every JSON reader keeps exactly is no real allocator's
+
+
+def allocator_reading(answer: Any) -> dict[str, int] | None:
+    """A player's answer about its allocator (player.op_allocator) as counters, or None where it is
+    not counters: the solution's player may answer anything."""
+    valid = isinstance(answer, dict) and all(type(answer.get(k)) is int and 0 <= answer[k] < MAX_COUNT
+                                             for k in ALLOCATOR_COUNTERS)
+    return {k: answer[k] for k in ALLOCATOR_COUNTERS} if valid else None
+
+
+def allocator_change(before: dict | None, after: dict | None) -> dict[str, dict[str, int] | None]:
+    """Each side's counters' change between two readings (allocator_counts); None for a side
+    without both, or whose counters went back (not a real allocator's)."""
+    change = {}
+    for side in SIDES:
+        b, a = (before or {}).get(side), (after or {}).get(side)
+        diff = {k: a[k] - b[k] for k in ALLOCATOR_COUNTERS} if a and b else None
+        change[side] = diff if diff and min(diff.values()) >= 0 else None
+    return change
 
 
 def across_ranks(stamps: list[tuple[tuple[int, int], ...]]) -> tuple[int, ...]:
@@ -707,6 +731,7 @@ class Judge:
         # for the problem, across ranks (across_ranks), the same on every rank
         own: list[tuple[int, ...]] = []
         spans: list[tuple[int, ...]] = []
+        allocator_before = self.guarded(self.allocator_counts)
         t0 = time.perf_counter()
         self.where = {"shape": result["name"], "step": "timing"}
         with self.stages("timing"):
@@ -727,12 +752,20 @@ class Judge:
                 stop = timing_stats.stop_reason(ratio, len(spans), gathered[0][1], budget_s,
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
         self.hold_solution(False)
+        result["allocator"] = allocator_change(allocator_before, self.guarded(self.allocator_counts))
         reference_us, solution_us = per_call_us(own, k)
         result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
         result["across_ranks_us"] = dict(zip((Side.REFERENCE, Side.SOLUTION), per_call_us(spans, k)))
         result["batch"] = {"calls": k, "batches": len(spans), "fixed_us": fixed_cost_ns(spans) / 1e3,
                            "stop": str(stop), "seconds": time.perf_counter() - t0}
         return worst
+
+    def allocator_counts(self) -> dict[str, dict[str, int]] | None:
+        """Each side's allocator counters as its player reports them (allocator_reading); nothing
+        asked on the CPU, which has no such allocator."""
+        if not self.on_gpu:
+            return None
+        return {side: allocator_reading(self.links[side].request({"op": "allocator"}).get("allocator")) for side in SIDES}
 
     def environment(self) -> dict:
         env = {

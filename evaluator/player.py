@@ -86,6 +86,16 @@ class Player:
         self.null = transport.null_outputs(msg["outputs"], self.device)
         return {}
 
+    def op_allocator(self, msg: dict, fds: list[int]) -> dict:
+        """The CUDA caching allocator's counters so far (none on the CPU): the judge takes their
+        change over a shape's timed pairs."""
+        if self.device.type != "cuda":
+            return {"allocator": None}
+        stats = torch.cuda.memory_stats(self.device)
+        return {"allocator": {"device_allocs": int(stats.get("num_device_alloc", 0)),
+                              "device_frees": int(stats.get("num_device_free", 0)),
+                              "retries": int(stats.get("num_alloc_retries", 0))}}
+
     def op_prepare(self, msg: dict, fds: list[int]) -> dict:
         """Views of the next batch's inputs, made before the judge starts its clock and writes
         them (the arena still holds older bytes), so that timed calls run back to back."""

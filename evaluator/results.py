@@ -22,10 +22,10 @@ from typing import Any, TypedDict
 
 from evaluator.timing_stats import TimingStop, median_interval, slowest_per_batch
 
-SCHEMA = "pkb.result/4"
+SCHEMA = "pkb.result/5"
 # Older shapes still read: /1 lacked the timing intervals, /2 the failure's whereabouts, /3 the
-# timed pairs' samples (fields that default to None here).
-READABLE_SCHEMAS = ("pkb.result/1", "pkb.result/2", "pkb.result/3", SCHEMA)
+# timed pairs' samples, /4 the allocators' record (fields that default to None here).
+READABLE_SCHEMAS = ("pkb.result/1", "pkb.result/2", "pkb.result/3", "pkb.result/4", SCHEMA)
 LOG_TAIL_CHARS = 16_000
 
 
@@ -154,6 +154,26 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class AllocatorActivity:
+    """What one side's CUDA caching allocator did during a shape's timed pairs, per rank, as that
+    side's player counts it: calls that took memory from the device (cudaMalloc or a mapping) and
+    gave it back (cudaFree, which waits for the GPU), and allocations that failed, emptied the
+    cache and tried again. Each can cost milliseconds inside the clock, so a side that makes them
+    and one that does not time apart though their code is the same. The reference's player runs
+    only the judge's code and the reference, so its counts are its own; the solution's player
+    could report anything: a diagnostic, never part of the speedup."""
+
+    device_allocs: list[int]
+    device_frees: list[int]
+    retries: list[int]
+
+    def __post_init__(self) -> None:
+        counts = (self.device_allocs, self.device_frees, self.retries)
+        _require(len({len(c) for c in counts}) == 1, "allocator counts need one value per rank each")
+        _require(all(n >= 0 for c in counts for n in c), "allocator counts must not be negative")
+
+
+@dataclass(frozen=True)
 class TimingRun:
     """How a shape was timed: pairs of batches (one batch per side on the same fresh inputs),
     each batch `calls_per_batch` calls, less the protocol's fixed cost per batch, until `stop`."""
@@ -166,6 +186,9 @@ class TimingRun:
     # Each timed pair's time per call, across ranks and less the fixed cost: [reference, solution],
     # in the order timed. Pair i ran the reference first when i is even (the sides alternate).
     pairs_us: list[list[float]] | None = None
+    # Each side's allocator during the timed pairs, where its player is on a GPU and every rank's
+    # report was counts (AllocatorActivity).
+    allocator: dict[Side, AllocatorActivity] | None = None
 
     def __post_init__(self) -> None:
         _require(self.pairs_us is None or (len(self.pairs_us) == self.pairs and all(len(p) == 2 for p in self.pairs_us)),

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from evaluator import placement
-from evaluator.results import Status
+from evaluator.results import Result, Status
 
 SLOW_SOLUTION_US = 5000  # fake_timers.SLEEP_S
 SLOW_REFERENCE_SLEEP_US = 20_000  # slow_reference.SLEEP_S
@@ -155,3 +155,18 @@ def test_the_cpu_the_reference_shares_cannot_be_left(adv, variant, monkeypatch):
         assert "CPU" in doc["reason"], adv.summary(doc)
     else:
         assert doc["status"] == "correct", adv.summary(doc)
+
+
+def test_a_solutions_answer_about_its_allocator_cannot_spoil_the_document(adv):
+    """attacks/allocator_report.py answers the judge's question about its allocator with counts no
+    allocator has (negative, a string, past 2**53). On a GPU the judge keeps no record for the
+    solution's side and still keeps the reference's; on the CPU it asks neither side. Either way the
+    document stays valid."""
+    doc = adv.judge_appended("allreduce", "allocator_report", **adv.TIMED)
+    assert doc["status"] == "correct", adv.summary(doc)
+    Result.from_dict({k: v for k, v in doc.items() if k != "_wall_s"})
+    allocator = doc["shapes"][0]["timing_run"]["allocator"]
+    if adv.DEFAULT_MODE == "cpu":
+        assert allocator is None
+    else:
+        assert set(allocator) == {"reference"}, allocator

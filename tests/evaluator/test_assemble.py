@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from evaluator import assemble
-from evaluator.results import ShapeResult, Status
+import pytest
+
+from evaluator import assemble, judge
+from evaluator.results import AllocatorActivity, ShapeResult, Side, Status
 
 SHAPE = {"name": "small", "dims": {"M": 8}, "default": True}
 
@@ -20,8 +22,12 @@ def report(reference: list[float], solution: list[float]) -> dict:
     }  # fmt: skip
 
 
-def entry(reference: list[float], solution: list[float]) -> ShapeResult:
-    ranks = [SimpleNamespace(final={"shapes": [report(reference, solution)]}) for _ in range(2)]
+def entry(reference: list[float], solution: list[float], allocator: list[dict] | None = None) -> ShapeResult:
+    """The shape's entry from two ranks' reports; `allocator`: each rank's judge.allocator_change."""
+    reports = [report(reference, solution) for _ in range(2)]
+    for rank_report, change in zip(reports, allocator or []):
+        rank_report["allocator"] = change
+    ranks = [SimpleNamespace(final={"shapes": [r]}) for r in reports]
     return assemble._shape_entry(SHAPE, ranks, Status.CORRECT, None, None, None, meaningful=False)
 
 
@@ -39,3 +45,48 @@ def test_batches_within_the_protocols_cost_leave_the_interval_open_with_a_note()
     assert shape.speedup == 2.0
     assert shape.speedup_interval is None
     assert assemble.UNBOUNDED in shape.notes
+
+
+def counts(allocs: int, frees: int = 0, retries: int = 0) -> dict:
+    return {"device_allocs": allocs, "device_frees": frees, "retries": retries}
+
+
+def test_each_sides_allocator_counts_are_kept_per_rank_where_every_rank_has_them():
+    shape = entry([10.0] * 12, [5.0] * 12, allocator=[
+        {"reference": counts(0), "solution": counts(3, 2, 1)},
+        {"reference": counts(1), "solution": None},  # this rank's solution player reported no counts
+    ])
+    assert set(shape.timing_run.allocator) == {Side.REFERENCE}
+    assert shape.timing_run.allocator[Side.REFERENCE] == AllocatorActivity([0, 1], [0, 0], [0, 0])
+
+
+def test_no_allocator_record_on_the_cpu_or_from_judges_that_kept_none():
+    cpu = {"reference": None, "solution": None}  # judge.allocator_change of two CPU players
+    assert entry([10.0] * 12, [5.0] * 12, allocator=[cpu, cpu]).timing_run.allocator is None
+    assert entry([10.0] * 12, [5.0] * 12).timing_run.allocator is None  # an earlier judge's report
+
+
+def test_the_change_over_the_timed_pairs_is_after_less_before_and_no_change_where_counters_went_back():
+    before = {"reference": counts(5, 5, 0), "solution": counts(2, 1, 0)}
+    after = {"reference": counts(5, 5, 0), "solution": counts(9, 7, 1)}
+    assert judge.allocator_change(before, after) == {"reference": counts(0), "solution": counts(7, 6, 1)}
+    # A solution's player may report anything, counters that go back included: no change recorded.
+    assert judge.allocator_change(after, before) == {"reference": counts(0), "solution": None}
+    assert judge.allocator_change(None, after) == {"reference": None, "solution": None}  # a failed reading
+
+
+@pytest.mark.parametrize("answer", [
+    None, "counts", [1, 2, 3], {"device_allocs": 1, "device_frees": 1},  # not counters, or not all three
+    {"device_allocs": -1, "device_frees": 0, "retries": 0},
+    {"device_allocs": 1, "device_frees": "many", "retries": 0},
+    {"device_allocs": 1, "device_frees": 1.0, "retries": 0},
+    {"device_allocs": True, "device_frees": 0, "retries": 0},
+    {"device_allocs": 0, "device_frees": 0, "retries": 10**30},
+], ids=["none", "string", "list", "partial", "negative", "text", "float", "bool", "huge"])
+def test_a_players_answer_that_is_not_counters_reads_as_none(answer):
+    assert judge.allocator_reading(answer) is None
+
+
+def test_a_players_counters_are_read_without_anything_else_it_sent():
+    answer = {"device_allocs": 4, "device_frees": 3, "retries": 0, "note": "x" * 10_000}
+    assert judge.allocator_reading(answer) == counts(4, 3, 0)

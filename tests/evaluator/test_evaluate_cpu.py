@@ -302,6 +302,7 @@ def test_a_cost_paid_on_some_calls_stays_in_the_time():
     assert len(pairs_us) == shape["timing_run"]["pairs"] == 30 // shape["timing_run"]["calls_per_batch"]
     for i, side in enumerate(("reference", "solution")):
         assert statistics.median(p[i] for p in pairs_us) == pytest.approx(shape[side]["time_us"], abs=1e-3)
+    assert shape["timing_run"]["allocator"] is None  # no CUDA allocator to count on the CPU
 
 
 FLUSH_SEEN = """

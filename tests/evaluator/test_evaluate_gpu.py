@@ -103,3 +103,37 @@ def test_gpu_mode_timing_agrees_with_an_independent_measurement(tmp_path):
     independent = json.loads(out.stdout.strip().splitlines()[-1])
     print("evaluator solution:", sol, "independent:", independent)
     assert sol["median_us"] == pytest.approx(independent["do_bench_median_us"], rel=0.10), (sol, independent)
+
+
+# The reference, then 64 MiB taken from the device and given back on every call: the caching
+# allocator keeps nothing between calls once its cache is emptied.
+ALLOCATING_SOLUTION = textwrap.dedent(
+    """
+
+    import torch as _torch
+
+    _reference_solution = solution
+
+
+    def solution(*inputs):
+        out = _reference_solution(*inputs)
+        scratch = _torch.empty(64 << 20, dtype=_torch.uint8, device="cuda")
+        del scratch
+        _torch.cuda.empty_cache()
+        return out
+    """
+)
+
+
+def test_the_document_counts_each_sides_device_allocations_during_the_timed_pairs():
+    import tasks
+
+    code = tasks.reference_source("allgather") + ALLOCATING_SOLUTION
+    doc = evaluate(EvaluationRequest(problem="allgather", solution_code=code, world_size=1, mode="gpu",
+                                     shapes=["small"], warmup=20, iters=40, trials=1, timeout_s=300))
+    assert doc["status"] == "correct", doc["reason"] + doc["log_tail"][-3000:]
+    run = doc["shapes"][0]["timing_run"]
+    timed_calls = run["pairs"] * run["calls_per_batch"]
+    solution, reference = run["allocator"]["solution"], run["allocator"]["reference"]
+    assert solution["device_allocs"][0] >= timed_calls and solution["device_frees"][0] >= timed_calls, run
+    assert reference["device_allocs"][0] < timed_calls, run  # the reference's allocator keeps its memory

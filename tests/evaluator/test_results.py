@@ -23,7 +23,7 @@ def rank_stats(median: float) -> dict:
 
 # As `python -m evaluator run --problem allgather --mode cpu --shape small --hardware h100` writes it.
 CPU_DOC = {
-    "schema": "pkb.result/4", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
+    "schema": "pkb.result/5", "status": "correct", "reason": "", "failing_rank": None, "problem": "allgather",
     "mode": "cpu", "world_size": 2, "hardware": "h100", "timings_meaningful": False,
     "settings": {"warmup": 2, "iters": 4, "trials": 2, "timeout_s": 600.0, "timing_budget_s": 2.0},
     "shapes": [{
@@ -40,7 +40,7 @@ CPU_DOC = {
         "notes": [],
         "speedup_interval": [0.69, 0.77],
         "timing_run": {"calls_per_batch": 1, "pairs": 3, "fixed_us": 517.82, "stop": "budget", "seconds": 2.04,
-                       "pairs_us": [[1128.4, 1553.9], [1101.2, 1549.0], [1140.0, 1601.3]]},
+                       "pairs_us": [[1128.4, 1553.9], [1101.2, 1549.0], [1140.0, 1601.3]], "allocator": None},
     }],
     "summary": {"correct": True, "speedup": 0.7261736138238248, "utilization": None, "solution_us": 1553.897,
                 "reference_us": 1128.399, "speedup_interval": [0.70, 0.75]},
@@ -68,6 +68,9 @@ def gpu_failure() -> dict:
                environment={"driver": None, "sandboxed": True})
     doc["summary"] = {"correct": False, "speedup": None, "utilization": None, "solution_us": None,
                       "reference_us": 1128.399, "speedup_interval": None}
+    doc["shapes"][0]["timing_run"]["allocator"] = {
+        "reference": {"device_allocs": [0, 0], "device_frees": [0, 0], "retries": [0, 0]},
+        "solution": {"device_allocs": [3, 5], "device_frees": [3, 4], "retries": [0, 1]}}
     doc["failure"] = {"rank": 1, "shape": "large", "step": "trial 2 of 3", "call": None, "calls": None, "mismatch": {
         "output": "output 1", "index": [3, 17], "flat_index": 3089, "got": "0.5", "expected": "0.25",
         "max_abs_error": 0.25, "allowed": "atol=0.1, rtol=0.02", "wrong": 12, "elements": 65536}}
@@ -112,6 +115,27 @@ def test_a_third_schema_document_reads_without_the_pairs_samples():
     del old["shapes"][0]["timing_run"]["pairs_us"]
     written = Result.from_dict(old).to_dict()
     assert written["schema"] == SCHEMA and written["shapes"][0]["timing_run"]["pairs_us"] is None
+
+
+def test_a_fourth_schema_document_reads_without_the_allocators_record():
+    old = gpu_failure()
+    old["schema"] = "pkb.result/4"
+    del old["shapes"][0]["timing_run"]["allocator"]
+    written = Result.from_dict(old).to_dict()
+    assert written["schema"] == SCHEMA and written["shapes"][0]["timing_run"]["allocator"] is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: a["solution"].update(retries=[0]), "one value per rank"),
+    (lambda a: a["reference"].update(device_frees=[0, -1]), "must not be negative"),
+    (lambda a: a.update(judge=a.pop("reference")), "'judge' is not one of"),
+    (lambda a: a["solution"].update(device_allocs=[1.5, 2]), "must be an integer"),
+], ids=["ranks", "negative", "side", "integer"])
+def test_the_allocators_record_holds_counts_per_side_and_rank(change, message):
+    doc = gpu_failure()
+    change(doc["shapes"][0]["timing_run"]["allocator"])
+    with pytest.raises(InvalidResult, match=message):
+        Result.from_dict(doc)
 
 
 @pytest.mark.parametrize("pairs_us", [[[1.0, 2.0]], [[1.0, 2.0], [1.0], [3.0, 4.0]]], ids=["too-few", "not-a-pair"])

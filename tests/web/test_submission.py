@@ -110,3 +110,25 @@ def test_reruns_are_labelled(client, judged, broker, worker, make_result, user, 
     worker.finish(rerun, make_result(rerun))
     original, again = headings()
     assert "replaced by a later run" in original and "replaced" not in again
+
+
+def test_a_shape_whose_timed_calls_allocated_device_memory_says_so(client, submit, worker, make_result, user,
+                                                                     problem, cpu):
+    sub = submit(user, problem, cpu)
+    ev = sub.evaluations.get()
+    doc = make_result(ev, speedups=(1.0, 1.0, 1.0))
+    doc["shapes"][1]["timing_run"]["allocator"] = {
+        "reference": {"device_allocs": [0, 0], "device_frees": [0, 0], "retries": [0, 0]},
+        "solution": {"device_allocs": [4, 3], "device_frees": [4, 2], "retries": [0, 1]}}
+    doc["shapes"][2]["timing_run"]["allocator"] = {
+        side: {"device_allocs": [0, 0], "device_frees": [0, 0], "retries": [0, 0]} for side in ("reference", "solution")}
+    worker.finish(ev, doc)
+    [view] = client.get(f"/submissions/{sub.pk}/").context["evaluations"]
+    notes = {s["name"]: s["notes"] for s in view["shapes"]}
+    assert notes["small"] == [] and notes["large"] == []  # none recorded, and none made
+    assert notes["default"] == [
+        "During the timed calls, the solution's CUDA allocator took memory from the device 7 times, gave it back "
+        "6 times and retried 1 times; the reference's CUDA allocator took memory from the device 0 times, gave it "
+        "back 0 times and retried 0 times (each such call can cost milliseconds inside the clock)."]
+    assert "the solution&#x27;s CUDA allocator took memory from the device 7 times" in client.get(
+        f"/submissions/{sub.pk}/status/").content.decode()
