@@ -90,7 +90,7 @@ def measure(problem: str, shapes: list[str] | None, code: str, budget_s: float, 
             run = s["timing_run"]
             row.update(reference_us=s["reference"]["time_us"], speedup=s["speedup"], low=low, high=high,
                        pairs=run["pairs"], stop=run["stop"], calls=run["calls_per_batch"], timing_s=run["seconds"],
-                       by_order=by_order(run["pairs_us"]), pairs_us=run["pairs_us"])
+                       by_order=by_order(run["pairs_us"]), pairs_us=run["pairs_us"], allocator=run.get("allocator"))
         rows.append(row)
     return rows
 
@@ -150,6 +150,18 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
     for r in rows:
         if r["status"] != "correct":
             console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {escape(r['reason'])}")
+    for r in rows:
+        if line := allocator_line(r.get("allocator")):
+            console.print(f"{r['problem']} {r['shape']}: device memory during the timed pairs: {line}")
+
+
+def allocator_line(allocator: dict | None) -> str:
+    """Each side's allocations, frees and retries during the timed pairs (summed over ranks), where
+    either side made any: identical sides that time apart may differ here."""
+    sums = {side: [sum(v) for v in counts.values()] for side, counts in (allocator or {}).items() if counts}
+    if not any(n for counts in sums.values() for n in counts):
+        return ""
+    return "; ".join(f"{side} {'/'.join(map(str, counts))} (allocs/frees/retries)" for side, counts in sums.items())
 
 
 def report_players(rows: list[dict], console: Console) -> None:
