@@ -40,7 +40,7 @@ import tasks  # noqa: E402
 from bench.player_watch import PlayerWatch  # noqa: E402
 from evaluator.launch import DEFAULT_TIMING_BUDGET_S, EvaluationRequest, EvaluatorError, evaluate  # noqa: E402
 from evaluator.loading import pkb_reference_file  # noqa: E402
-from evaluator.results import BatchOrder, Side  # noqa: E402
+from evaluator.results import BatchOrder, Side, allocator_note  # noqa: E402
 
 
 def _jobs(args) -> list[tuple[str, list[str] | None, str]]:
@@ -151,17 +151,8 @@ def report(rows: list[dict], fixed: dict, console: Console) -> None:
         if r["status"] != "correct":
             console.print(f"[red]{r['problem']} {r['shape']}: {r['status']}: {escape(r['reason'])}")
     for r in rows:
-        if line := allocator_line(r.get("allocator")):
-            console.print(f"{r['problem']} {r['shape']}: device memory during the timed pairs: {line}")
-
-
-def allocator_line(allocator: dict | None) -> str:
-    """Each side's allocations, frees and retries during the timed pairs (summed over ranks), where
-    either side made any: identical sides that time apart may differ here."""
-    sums = {side: [sum(v) for v in counts.values()] for side, counts in (allocator or {}).items() if counts}
-    if not any(n for counts in sums.values() for n in counts):
-        return ""
-    return "; ".join(f"{side} {'/'.join(map(str, counts))} (allocs/frees/retries)" for side, counts in sums.items())
+        if note := allocator_note(r.get("allocator")):
+            console.print(f"{r['problem']} {r['shape']}: {note}")
 
 
 def report_players(rows: list[dict], console: Console) -> None:

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from evaluator.results import InvalidResult, Mode, Result, Status
+from evaluator.results import InvalidResult, Mode, Result, Status, allocator_note
 
 EXIT_CORRECT, EXIT_FAILED, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
 MODES = [m.value for m in Mode]
@@ -170,6 +170,9 @@ def print_summary(result: Result, console: Console) -> None:
             f(roof and roof.t_roof_us, "{:.2f}"), roof.bound if roof else "-", f(roof and roof.utilization, "{:.1%}"),
         )
     console.print(table)
+    for shape in result.to_dict()["shapes"]:
+        if note := allocator_note((shape["timing_run"] or {}).get("allocator")):
+            console.print(f"{shape['name']}: {note}")
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.stages.items() if v is not None)
     console.print(f"[dim]stages: {stages}")
 

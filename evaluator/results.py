@@ -525,6 +525,19 @@ def summarize(shapes: list[ShapeResult], status: Status) -> Summary:
     )
 
 
+def allocator_note(allocator: dict | None) -> str | None:
+    """A sentence on a shape's `timing_run.allocator` (its JSON form), summed over ranks, where
+    either side's allocator went to the device during the timed calls; None where neither did.
+    The pages, the CLI and the benchmarks say it alike."""
+    counts = {side: {k: sum(v) for k, v in allocator[side].items()}
+              for side in (Side.SOLUTION, Side.REFERENCE) if (allocator or {}).get(side)}
+    if not any(n for side in counts.values() for n in side.values()):
+        return None
+    parts = [f"the {side}'s CUDA allocator took memory from the device {c['device_allocs']} times, gave it back "
+             f"{c['device_frees']} times and retried {c['retries']} times" for side, c in counts.items()]
+    return "During the timed calls, " + "; ".join(parts) + " (each such call can cost milliseconds inside the clock)."
+
+
 def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:
     if len(text) <= limit:
         return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from catalog.models import Problem
 from common import charts
-from evaluator.results import Stage, Status
+from evaluator.results import Stage, Status, allocator_note
 from submissions.models import Evaluation
 
 PROGRESS = (Stage.QUEUED, Stage.BUILDING, Stage.CHECKING, Stage.TIMING, Stage.DONE)
@@ -60,25 +60,13 @@ def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]
                 "t_roof_us": roof.get("t_roof_us"),
                 "utilization": roof.get("utilization"),
                 "bound": roof.get("bound"),
-                "notes": (shape.get("notes") or []) + _allocator_notes(shape),
+                "notes": (shape.get("notes") or [])
+                + [n for n in [allocator_note((shape.get("timing_run") or {}).get("allocator"))] if n],
                 "per_rank": _per_rank(shape),
                 "pairs_us": (shape.get("timing_run") or {}).get("pairs_us") or [],
             }
         )
     return rows
-
-
-def _allocator_notes(shape: dict) -> list[str]:
-    """A line for a shape whose timed calls took memory from the device or gave it back on either
-    side (the document's `timing_run.allocator`, summed over ranks): such calls can cost milliseconds
-    each inside the clock, and explain two sides timing apart."""
-    allocator = (shape.get("timing_run") or {}).get("allocator") or {}
-    counts = {side: {k: sum(v) for k, v in allocator[side].items()} for side in ("solution", "reference") if allocator.get(side)}
-    if not any(n for side in counts.values() for n in side.values()):
-        return []
-    parts = [f"the {side}'s CUDA allocator took memory from the device {c['device_allocs']} times, gave it back "
-             f"{c['device_frees']} times and retried {c['retries']} times" for side, c in counts.items()]
-    return ["During the timed calls, " + "; ".join(parts) + " (each such call can cost milliseconds inside the clock)."]
 
 
 def _per_rank(shape: dict) -> list[dict]:

@@ -94,3 +94,24 @@ def test_unsandboxed_is_the_command_lines_choice_and_said_in_the_result(tmp_path
     out = cli(*run_args(ROOT / "tasks" / "allgather" / "reference.py", tmp_path))
     assert json.loads((tmp_path / "result.json").read_text())["environment"]["sandboxed"] is True
     assert "judged without the sandbox" not in out.stdout
+
+
+def test_the_summary_says_which_shapes_timed_calls_went_to_the_device():
+    import copy
+
+    from rich.console import Console
+
+    from evaluator.cli import print_summary
+    from tests.evaluator.test_results import CPU_DOC
+
+    doc = copy.deepcopy(CPU_DOC)
+    doc["shapes"][0]["timing_run"]["allocator"] = {
+        "reference": {"device_allocs": [0, 0], "device_frees": [0, 0], "retries": [0, 0]},
+        "solution": {"device_allocs": [2, 2], "device_frees": [1, 2], "retries": [0, 0]}}
+    console = Console(record=True, width=400)
+    print_summary(Result.from_dict(doc), console)
+    assert ("small: During the timed calls, the solution's CUDA allocator took memory from the device 4 times, gave it "
+            "back 3 times and retried 0 times") in console.export_text()
+    console = Console(record=True, width=400)
+    print_summary(Result.from_dict(CPU_DOC), console)  # no record (the CPU): nothing said
+    assert "allocator" not in console.export_text()

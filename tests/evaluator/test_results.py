@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from evaluator import results
-from evaluator.results import SCHEMA, FailureKind, InvalidResult, Mode, Result, Stage, Status
+from evaluator.results import SCHEMA, FailureKind, InvalidResult, Mode, Result, Stage, Status, allocator_note
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "c4adeecf2a591389cc09e21f971ec5d11b32461e11244d09eb0ad7c8442a8d30"
@@ -298,3 +298,12 @@ def test_log_tail_is_cut():
 
 def test_schema_names_the_shape():
     assert Result.from_dict(copy.deepcopy(CPU_DOC)).to_dict()["schema"] == SCHEMA == CPU_DOC["schema"]
+
+
+def test_the_allocators_note_speaks_only_where_a_side_went_to_the_device():
+    quiet = {"device_allocs": [0, 0], "device_frees": [0, 0], "retries": [0, 0]}
+    assert allocator_note(None) is None and allocator_note({}) is None
+    assert allocator_note({"reference": quiet, "solution": quiet}) is None
+    note = allocator_note({"reference": {**quiet, "retries": [0, 2]}})  # the solution's side unrecorded
+    assert note.startswith("During the timed calls, the reference's CUDA allocator took memory from the device 0 "
+                           "times, gave it back 0 times and retried 2 times")
