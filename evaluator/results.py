@@ -535,7 +535,11 @@ def allocator_note(allocator: dict | None) -> str | None:
         return None
     parts = [f"the {side}'s CUDA allocator took memory from the device {c['device_allocs']} times, gave it back "
              f"{c['device_frees']} times and retried {c['retries']} times" for side, c in counts.items()]
-    return "During the timed calls, " + "; ".join(parts) + " (each such call can cost milliseconds inside the clock)."
+    note = "During the timed calls, " + "; ".join(parts) + " (each such call can cost milliseconds inside the clock)."
+    if counts.get(Side.REFERENCE, {}).get("retries"):
+        note += (" The reference ran short of GPU memory while it was timed, which slows it and makes the speedup"
+                 " read high.")
+    return note
 
 
 def tail(text: str, limit: int = LOG_TAIL_CHARS) -> str:

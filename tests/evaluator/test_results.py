@@ -307,3 +307,5 @@ def test_the_allocators_note_speaks_only_where_a_side_went_to_the_device():
     note = allocator_note({"reference": {**quiet, "retries": [0, 2]}})  # the solution's side unrecorded
     assert note.startswith("During the timed calls, the reference's CUDA allocator took memory from the device 0 "
                            "times, gave it back 0 times and retried 2 times")
+    assert "ran short of GPU memory" in note  # retries empty the cache: the reference was slowed
+    assert "ran short" not in allocator_note({"reference": quiet, "solution": {**quiet, "retries": [1, 0]}})
