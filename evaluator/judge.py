@@ -32,9 +32,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from evaluator import checks, placement, timing_stats, transport
+from evaluator import checks, gpu_memory, placement, timing_stats, transport
 from evaluator.freezer import Freezer
 from evaluator.gpu_lock import GpuLocker, LockUnavailable
+from evaluator.isolation_init import descendants
 from evaluator.loading import LoadedProblem, load_problem
 from evaluator.placement import Placement
 from evaluator.results import SIDES, AllocatorActivity, BatchOrder, FailureKind, Mode, Side, Stage, StageTime, Status
@@ -822,6 +823,15 @@ class Judge:
         self.progress(Stage.DONE)
         self.report(None, shapes)
 
+    def out_of_memory_cause(self) -> str | None:
+        """The solution's share of the GPU's memory as the reason the judge ran out of it, where
+        the driver shows its processes holding more than the reference's (gpu_memory)."""
+        roots = {side: self.cfg.get(f"{side}_root") for side in SIDES}
+        if not all(roots.values()):
+            return None
+        pids = {side: {root, *descendants(root)} for side, root in roots.items()}
+        return gpu_memory.solutions_share(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
+
     def close(self) -> None:
         if self.freezer is not None:
             self.freezer.close()
@@ -846,6 +856,12 @@ def main(argv: list[str]) -> int:
             judge.run()
     except Verdict as verdict:
         judge.report(verdict)
+    except torch.OutOfMemoryError as exc:  # the judge's own allocation: whose memory filled the GPU?
+        reason = judge.out_of_memory_cause() if judge is not None else None
+        if reason is None:
+            channel.send({"type": "infra", "rank": rank, "reason": f"the judge ran out of GPU memory: {exc}"})
+            return 3
+        judge.report(Verdict(Status.RUNTIME_ERROR, reason, str(exc)[-2000:]))
     except HostError as exc:
         channel.send({"type": "infra", "rank": rank, "reason": str(exc)})
         return 3
