@@ -47,6 +47,8 @@ def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]
     rows = []
     for shape in doc.get("shapes") or []:
         roof = (shape.get("roofline") or {}) if roofline else {}
+        run = shape.get("timing_run") or {}
+        note = allocator_note(run.get("allocator"))
         rows.append(
             {
                 "name": shape["name"],
@@ -60,10 +62,9 @@ def shape_rows(doc: dict, problem: Problem, roofline: bool = True) -> list[dict]
                 "t_roof_us": roof.get("t_roof_us"),
                 "utilization": roof.get("utilization"),
                 "bound": roof.get("bound"),
-                "notes": (shape.get("notes") or [])
-                + [n for n in [allocator_note((shape.get("timing_run") or {}).get("allocator"))] if n],
+                "notes": (shape.get("notes") or []) + ([note] if note else []),
                 "per_rank": _per_rank(shape),
-                "pairs_us": (shape.get("timing_run") or {}).get("pairs_us") or [],
+                "pairs_us": run.get("pairs_us") or [],
             }
         )
     return rows
