@@ -829,7 +829,7 @@ class Judge:
         roots = {side: self.cfg.get(f"{side}_root") for side in SIDES}
         if not all(roots.values()):
             return None
-        pids = {side: {root, *descendants(root)} for side, root in roots.items()}
+        pids = {side: descendants(root) for side, root in roots.items()}  # the sandbox's processes, as the freezer sees them
         return gpu_memory.solutions_share(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
 
     def close(self) -> None:
