@@ -3,7 +3,8 @@ judge, and a solution's memory stays allocated while it is stopped: a solution t
 all of it leaves the judge no room for the evaluation's own buffers (its input draws, arenas and
 output snapshots). Without this, that would read as the host's failure and be retried; with it,
 the judge names the solution when the driver shows its processes holding more than the
-reference's, and the host otherwise.
+reference's, and the host otherwise. The same question decides whose failure it is when the
+reference itself runs out.
 
 Torch-free: asks the driver through nvidia-smi, whose process ids are the host's, as the judge
 sees the sandboxes' processes.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterable
+from enum import StrEnum
 
 QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
 
@@ -40,13 +42,43 @@ def held_by_pid() -> dict[int, int]:
     return parse_held(done.stdout) if done.returncode == 0 else {}
 
 
+def shares(held: dict[int, int], solution_pids: Iterable[int], reference_pids: Iterable[int]) -> tuple[int, int] | None:
+    """Bytes of GPU memory the solution's and the reference's processes hold; None where the driver
+    showed no process at all (nothing is known: a container of its own, or no driver tool)."""
+    if not held:
+        return None
+    return (sum(held.get(pid, 0) for pid in set(solution_pids)),
+            sum(held.get(pid, 0) for pid in set(reference_pids)))
+
+
+def held_phrase(solution: int, reference: int) -> str:
+    return f"the solution's processes held {solution / 2**30:.1f} GiB of it (the reference's {reference / 2**30:.1f} GiB)"
+
+
 def solutions_share(held: dict[int, int], solution_pids: Iterable[int], reference_pids: Iterable[int]) -> str | None:
     """Why the solution ran the GPU out of memory: its processes hold more of it than the
     reference's (identical code would hold as much); None where they do not, or nothing is known."""
-    solution = sum(held.get(pid, 0) for pid in set(solution_pids))
-    reference = sum(held.get(pid, 0) for pid in set(reference_pids))
-    if solution <= reference:
+    known = shares(held, solution_pids, reference_pids)
+    if known is None or known[0] <= known[1]:
         return None
-    return (f"the GPU ran out of memory for the evaluation's own buffers while the solution's processes held "
-            f"{solution / 2**30:.1f} GiB of it (the reference's {reference / 2**30:.1f} GiB): a solution must leave "
-            "the evaluation room on the GPU it shares")
+    return (f"the GPU ran out of memory for the evaluation's own buffers while {held_phrase(*known)}: "
+            "a solution must leave the evaluation room on the GPU it shares")
+
+
+class Blame(StrEnum):
+    SOLUTION = "solution"  # its processes hold more of the GPU than the reference's
+    HOST = "host"  # they hold no more: the GPU is short for the reference by itself
+    UNKNOWN = "unknown"  # the driver showed no processes
+
+
+def reference_shortage(held: dict[int, int], solution_pids: Iterable[int],
+                       reference_pids: Iterable[int]) -> tuple[Blame, str]:
+    """Whose failure the reference's own OutOfMemoryError is, and why in words ("" when unknown)."""
+    known = shares(held, solution_pids, reference_pids)
+    if known is None:
+        return Blame.UNKNOWN, ""
+    if known[0] > known[1]:
+        return Blame.SOLUTION, (f"the reference ran out of GPU memory while {held_phrase(*known)}: a solution must "
+                                "leave the reference room on the GPU it shares")
+    return Blame.HOST, (f"the reference ran out of GPU memory while {held_phrase(*known)}: the GPU is short of "
+                        "memory for the reference by itself")

@@ -132,6 +132,15 @@ class HostError(Exception):
     """The machine cannot run this evaluation (missing GPUs): not the solution's fault."""
 
 
+class ReferenceOutOfMemory(Exception):
+    """The reference's player raised OutOfMemoryError: whose failure that is depends on who holds
+    the GPU's memory (Judge.reference_shortage), which the link cannot see."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(reason)
+        self.reason, self.detail = reason, detail
+
+
 class Channel:
     def __init__(self, control_fd: int, result_fd: int):
         self._control_fd = control_fd
@@ -218,6 +227,8 @@ class Link:
         if reply.get("ok") is not False:
             raise Verdict(Status.REJECTED, f"{self.who}'s process broke the evaluator's protocol: {reply!r:.200}")
         if self.side == "reference":
+            if reason.startswith("OutOfMemoryError:"):  # the reference's own player names the type (player.serve)
+                raise ReferenceOutOfMemory(reason, detail)
             raise Verdict(Status.RUNTIME_ERROR, f"the reference raised {reason}", detail)
         loading_kinds = (FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR)  # what a player may name
         kind = Status(reply["kind"]) if reply.get("kind") in loading_kinds else Status.RUNTIME_ERROR
@@ -362,6 +373,8 @@ class Judge:
             result = fn(*args)
         except Verdict as verdict:
             failure = verdict
+        except ReferenceOutOfMemory as exc:  # a HostError from here ends the rank (main)
+            failure = self.reference_out_of_memory_verdict(exc)
         if (failure is not None and failure.status != Status.INCORRECT
                 and (not self.cfg.get("selfcheck") or failure.gone is not None)):
             self.report(failure)
@@ -823,14 +836,33 @@ class Judge:
         self.progress(Stage.DONE)
         self.report(None, shapes)
 
-    def out_of_memory_cause(self) -> str | None:
-        """The solution's share of the GPU's memory as the reason the judge ran out of it, where
-        the driver shows its processes holding more than the reference's (gpu_memory)."""
+    def sandbox_pids(self) -> dict[str, list[int]] | None:
+        """Each side's processes, as its freezer counts them (its sandbox root's descendants)."""
         roots = {side: self.cfg.get(f"{side}_root") for side in SIDES}
         if not all(roots.values()):
             return None
-        pids = {side: descendants(root) for side, root in roots.items()}  # the sandbox's processes, as the freezer sees them
+        return {side: descendants(root) for side, root in roots.items()}
+
+    def out_of_memory_cause(self) -> str | None:
+        """The solution's share of the GPU's memory as the reason the judge ran out of it, where
+        the driver shows its processes holding more than the reference's (gpu_memory)."""
+        pids = self.sandbox_pids()
+        if pids is None:
+            return None
         return gpu_memory.solutions_share(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
+
+    def reference_out_of_memory_verdict(self, exc: ReferenceOutOfMemory) -> Verdict:
+        """The solution's runtime error when the reference ran out of GPU memory beside it; HostError
+        where the driver shows the solution holding no more than the reference (gpu_memory)."""
+        pids = self.sandbox_pids()
+        blame, why = (gpu_memory.Blame.UNKNOWN, "") if pids is None else gpu_memory.reference_shortage(
+            gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
+        if blame == gpu_memory.Blame.HOST:
+            raise HostError(f"{why}: {exc.reason}")
+        # Where the driver shows nothing, the solution's as well: the reference alone ran these
+        # shapes in its selfcheck, so a shortage beside a solution is most likely the solution's doing.
+        reason = f"{why}; the reference raised {exc.reason}" if why else f"the reference raised {exc.reason}"
+        return Verdict(Status.RUNTIME_ERROR, reason, exc.detail)
 
     def close(self) -> None:
         if self.freezer is not None:
@@ -862,6 +894,12 @@ def main(argv: list[str]) -> int:
             channel.send({"type": "infra", "rank": rank, "reason": f"the judge ran out of GPU memory: {exc}"})
             return 3
         judge.report(Verdict(Status.RUNTIME_ERROR, reason, str(exc)[-2000:]))
+    except ReferenceOutOfMemory as exc:  # a link's request outside Judge.guarded
+        try:
+            judge.report(judge.reference_out_of_memory_verdict(exc))
+        except HostError as host:
+            channel.send({"type": "infra", "rank": rank, "reason": str(host)})
+            return 3
     except HostError as exc:
         channel.send({"type": "infra", "rank": rank, "reason": str(exc)})
         return 3

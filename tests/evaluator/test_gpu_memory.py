@@ -1,11 +1,17 @@
-"""Whose GPU memory it was when the judge ran out (evaluator/gpu_memory.py); the judge's use of it
-runs on a GPU (tests/adversarial/test_gpu_attacks.py, the memory hog)."""
+"""Whose GPU memory it was when the judge or the reference ran out (evaluator/gpu_memory.py, and
+the judge's decision from it with the driver's answer stubbed); the whole path runs on a GPU (tests/adversarial/test_gpu_attacks.py, the memory hog)."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 
-from evaluator import gpu_memory
+import pytest
+import torch
+
+from evaluator import gpu_memory, transport
+from evaluator.judge import HostError, Judge, Link, ReferenceOutOfMemory, Verdict
+from evaluator.results import Status
 
 GIB = 1 << 30
 
@@ -35,3 +41,64 @@ def test_a_host_without_the_driver_tool_knows_nothing(monkeypatch):
     assert gpu_memory.held_by_pid() == {}
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 9, "101, 5\n", "failed"))
     assert gpu_memory.held_by_pid() == {}  # a failed query is no answer
+
+
+def test_the_references_own_shortage_is_the_solutions_when_it_holds_more():
+    blame, why = gpu_memory.reference_shortage({10: 70 * GIB, 20: 3 * GIB}, [10], [20])
+    assert blame == gpu_memory.Blame.SOLUTION
+    assert "reference ran out of GPU memory" in why and "solution's processes held 70.0 GiB" in why
+
+
+def test_the_references_own_shortage_is_the_hosts_when_the_solution_holds_no_more():
+    blame, why = gpu_memory.reference_shortage({10: 2 * GIB, 20: 60 * GIB}, [10], [20])
+    assert blame == gpu_memory.Blame.HOST and "short of memory for the reference by itself" in why
+    assert gpu_memory.reference_shortage({}, [10], [20]) == (gpu_memory.Blame.UNKNOWN, "")
+
+
+# The judge's handling: a reference's OutOfMemoryError, as its player reports it, decided by whose
+# processes hold the GPU (the driver's answer stubbed).
+
+def reference_link_answering(reply: dict):
+    ours, theirs = socket.socketpair()
+    transport.send(theirs, reply)
+    return Link(ours.detach(), "reference", torch.device("cpu")), theirs
+
+
+def judge_seeing(monkeypatch, held: dict[int, int]):
+    judge = Judge.__new__(Judge)  # only its sandbox question: the processes are stubbed
+    monkeypatch.setattr(Judge, "sandbox_pids", lambda self: {"solution": [10], "reference": [20]})
+    monkeypatch.setattr(gpu_memory, "held_by_pid", lambda: held)
+    return judge
+
+
+OOM = {"ok": False, "kind": "runtime_error", "reason": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+       "traceback": "Traceback ...\ntorch.OutOfMemoryError: CUDA out of memory"}
+
+
+def test_a_references_out_of_memory_is_told_apart_from_its_other_failures():
+    link, _peer = reference_link_answering(OOM)
+    with pytest.raises(ReferenceOutOfMemory) as caught:
+        link.answer("run")
+    assert caught.value.reason.startswith("OutOfMemoryError: CUDA out of memory") and "Traceback" in caught.value.detail
+    link, _peer = reference_link_answering({**OOM, "reason": "RuntimeError: NCCL error"})
+    with pytest.raises(Verdict, match="the reference raised RuntimeError: NCCL error"):
+        link.answer("run")
+
+
+def test_a_reference_out_of_memory_beside_a_solution_holding_the_gpu_is_the_solutions_runtime_error(monkeypatch):
+    judge = judge_seeing(monkeypatch, {10: 75 * GIB, 20: 2 * GIB})
+    verdict = judge.reference_out_of_memory_verdict(ReferenceOutOfMemory(OOM["reason"], OOM["traceback"]))
+    assert verdict.status == Status.RUNTIME_ERROR
+    assert "solution's processes held 75.0 GiB" in verdict.reason and "the reference raised OutOfMemoryError" in verdict.reason
+
+
+def test_a_reference_out_of_memory_with_the_solution_holding_less_is_the_hosts_failure(monkeypatch):
+    judge = judge_seeing(monkeypatch, {10: 1 * GIB, 20: 70 * GIB})
+    with pytest.raises(HostError, match="short of memory for the reference by itself: OutOfMemoryError"):
+        judge.reference_out_of_memory_verdict(ReferenceOutOfMemory(OOM["reason"], OOM["traceback"]))
+
+
+def test_a_reference_out_of_memory_the_driver_cannot_attribute_stays_the_solutions_runtime_error(monkeypatch):
+    judge = judge_seeing(monkeypatch, {})
+    verdict = judge.reference_out_of_memory_verdict(ReferenceOutOfMemory(OOM["reason"], OOM["traceback"]))
+    assert verdict.status == Status.RUNTIME_ERROR and verdict.reason.startswith("the reference raised OutOfMemoryError")
