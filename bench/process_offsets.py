@@ -12,7 +12,7 @@ Schedules (--schedule), process 0 as the reference, "n" a null batch on process 
 one on the reference's player in every pair):
   reference-warm  0 1 n | 1 0 n | ...  the judge's earlier order: process 0 follows its own null
                                        batch in half the pairs, process 1 always follows process 0
-  symmetric       1 0 n | n 0 1 | ...  the judge's order (judge.pair_schedule): each process
+  symmetric       1 0 n | n 0 1 | ...  the judge's order (timed_pairs.pair_schedule): each process
                                        follows itself in half the pairs
   plain           0 1 | 1 0 | ...      no null batches
 

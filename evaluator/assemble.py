@@ -125,7 +125,7 @@ RESIZED = "diagnostic run: timed batches sized to last {ms:g} ms, not the judge'
 
 
 def _allocator(per_rank: list[dict]) -> dict[Side, AllocatorActivity] | None:
-    """Each side's allocator counts over the ranks (judge.allocator_change), for the sides every
+    """Each side's allocator counts over the ranks (timed_pairs.allocator_change), for the sides every
     rank counted."""
     counts = {}
     for side in SIDES:

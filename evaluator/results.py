@@ -73,7 +73,7 @@ SIDES = (Side.REFERENCE, Side.SOLUTION)
 
 
 class BatchOrder(StrEnum):
-    """The order of a shape's timed pairs (evaluator/judge.py, pair_schedule)."""
+    """The order of a shape's timed pairs (evaluator/timed_pairs.py, pair_schedule)."""
 
     SYMMETRIC = "symmetric"  # the judge's: each side follows its own player in half its batches
     REFERENCE_WARM = "reference-warm"  # the earlier order, kept as a diagnostic: it favoured the reference

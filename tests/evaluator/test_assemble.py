@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evaluator import assemble, judge
+from evaluator import assemble, timed_pairs
 from evaluator.results import AllocatorActivity, ShapeResult, Side, Status
 
 SHAPE = {"name": "small", "dims": {"M": 8}, "default": True}
@@ -23,7 +23,7 @@ def report(reference: list[float], solution: list[float]) -> dict:
 
 
 def entry(reference: list[float], solution: list[float], allocator: list[dict] | None = None) -> ShapeResult:
-    """The shape's entry from two ranks' reports; `allocator`: each rank's judge.allocator_change."""
+    """The shape's entry from two ranks' reports; `allocator`: each rank's timed_pairs.allocator_change."""
     reports = [report(reference, solution) for _ in range(2)]
     for rank_report, change in zip(reports, allocator or []):
         rank_report["allocator"] = change
@@ -61,7 +61,7 @@ def test_each_sides_allocator_counts_are_kept_per_rank_where_every_rank_has_them
 
 
 def test_no_allocator_record_on_the_cpu_or_from_judges_that_kept_none():
-    cpu = {"reference": None, "solution": None}  # judge.allocator_change of two CPU players
+    cpu = {"reference": None, "solution": None}  # timed_pairs.allocator_change of two CPU players
     assert entry([10.0] * 12, [5.0] * 12, allocator=[cpu, cpu]).timing_run.allocator is None
     assert entry([10.0] * 12, [5.0] * 12).timing_run.allocator is None  # an earlier judge's report
 
@@ -69,10 +69,10 @@ def test_no_allocator_record_on_the_cpu_or_from_judges_that_kept_none():
 def test_the_change_over_the_timed_pairs_is_after_less_before_and_no_change_where_counters_went_back():
     before = {"reference": counts(5, 5, 0), "solution": counts(2, 1, 0)}
     after = {"reference": counts(5, 5, 0), "solution": counts(9, 7, 1)}
-    assert judge.allocator_change(before, after) == {"reference": counts(0), "solution": counts(7, 6, 1)}
+    assert timed_pairs.allocator_change(before, after) == {"reference": counts(0), "solution": counts(7, 6, 1)}
     # A solution's player may report anything, counters that go back included: no change recorded.
-    assert judge.allocator_change(after, before) == {"reference": counts(0), "solution": None}
-    assert judge.allocator_change(None, after) == {"reference": None, "solution": None}  # a failed reading
+    assert timed_pairs.allocator_change(after, before) == {"reference": counts(0), "solution": None}
+    assert timed_pairs.allocator_change(None, after) == {"reference": None, "solution": None}  # a failed reading
 
 
 @pytest.mark.parametrize("answer", [
@@ -84,9 +84,9 @@ def test_the_change_over_the_timed_pairs_is_after_less_before_and_no_change_wher
     {"device_allocs": 0, "device_frees": 0, "retries": 10**30},
 ], ids=["none", "string", "list", "partial", "negative", "text", "float", "bool", "huge"])
 def test_a_players_answer_that_is_not_counters_reads_as_none(answer):
-    assert judge.allocator_reading(answer) is None
+    assert timed_pairs.allocator_reading(answer) is None
 
 
 def test_a_players_counters_are_read_without_anything_else_it_sent():
     answer = {"device_allocs": 4, "device_frees": 3, "retries": 0, "note": "x" * 10_000}
-    assert judge.allocator_reading(answer) == counts(4, 3, 0)
+    assert timed_pairs.allocator_reading(answer) == counts(4, 3, 0)

@@ -73,7 +73,7 @@ def test_the_protocols_cost_is_taken_off_every_batch_before_the_ratio():
     """What the twice-called test on the CPU no longer shows (its calls dwarf the protocol's cost):
     each side's batch time less the median null batch, per call. A call as cheap as the protocol
     then still reads 0.5 when called twice, where an unsubtracted cost would read 0.75."""
-    from evaluator.judge import per_call_us
+    from evaluator.timed_pairs import per_call_us
     from evaluator.timing_stats import paired_ratio
 
     call_ns, fixed_ns, calls = 50_000, 400_000, 8

@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 
 import tasks
-from evaluator.judge import pair_schedule
 from evaluator.launch import EvaluationRequest, evaluate
 from evaluator.results import BatchOrder, Side
+from evaluator.timed_pairs import pair_schedule
 
 NULL = "null"
 FAST = {"warmup": 2, "iters": 6, "trials": 1, "shapes": ["small"], "timeout_s": 60, "timing_budget_s": 0}
