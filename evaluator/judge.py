@@ -97,7 +97,7 @@ class HostError(Exception):
 
 class ReferenceOutOfMemory(Exception):
     """The reference's player raised OutOfMemoryError: whose failure that is depends on who holds
-    the GPU's memory (Judge.reference_shortage), which the link cannot see."""
+    the GPU's memory (Judge.reference_out_of_memory_verdict), which the link cannot see."""
 
     def __init__(self, reason: str, detail: str):
         super().__init__(reason)

@@ -478,6 +478,8 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
                         failure_at = time.monotonic()
                 elif kind == "infra":
                     r.infra = msg.get("reason", "host failure")
+                    # Its peers may wait for it in a collective: they get the grace, not the deadline.
+                    failure_at = failure_at or time.monotonic()
         # A rank that exited without reporting crashed (or was killed by the kernel).
         for r in ranks:
             if r.final is None and r.infra is None and r.proc.poll() is not None and failure_at is None:

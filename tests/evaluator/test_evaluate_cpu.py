@@ -131,28 +131,55 @@ def test_crash_is_runtime_error_naming_the_rank():
     assert no_leftovers()
 
 
+def start_rank_0_judge_as(monkeypatch, program: Path) -> None:
+    """Rank 0's judge is started as `program` (with the judge's arguments); the other ranks' as usual."""
+    spawn_rank = sandbox.spawn_rank
+
+    def rank_0_as_program(rank, *args, **kwargs):
+        if rank != 0:
+            return spawn_rank(rank, *args, **kwargs)
+        python = sys.executable
+        sys.executable = str(program)
+        try:
+            return spawn_rank(rank, *args, **kwargs)
+        finally:
+            sys.executable = python
+
+    monkeypatch.setattr(sandbox, "spawn_rank", rank_0_as_program)
+
+
 def test_a_judge_that_breaks_before_reporting_is_the_evaluators_failure_not_the_solutions(monkeypatch, tmp_path):
     # Rank 0's judge is started as a program that fails at once, as a judge broken at start-up
     # would: the evaluation must not blame (or fail) the submission, and says why with its log.
     broken = tmp_path / "broken-python"
     broken.write_text("#!/bin/sh\necho 'the judge broke at start' >&2\nexit 1\n")
     broken.chmod(0o755)
-    spawn_rank = sandbox.spawn_rank
-
-    def rank_0_broken(rank, *args, **kwargs):
-        if rank != 0:
-            return spawn_rank(rank, *args, **kwargs)
-        python = sys.executable
-        sys.executable = str(broken)
-        try:
-            return spawn_rank(rank, *args, **kwargs)
-        finally:
-            sys.executable = python
-
-    monkeypatch.setattr(sandbox, "spawn_rank", rank_0_broken)
+    start_rank_0_judge_as(monkeypatch, broken)
     with pytest.raises(EvaluatorError, match="the judge exited with code 1 before reporting") as failure:
         run("allreduce", reference("allreduce"), timeout_s=60)
     assert "the judge broke at start" in str(failure.value)
+    assert no_leftovers()
+
+
+def test_a_rank_reporting_host_trouble_ends_the_evaluation_without_waiting_for_its_deadline(tmp_path, monkeypatch):
+    # Rank 0's judge reports the host's failure (as one whose GPU ran short does) and exits; rank 1's
+    # waits for it at start-up. The evaluation is the evaluator's failure within the grace, not the
+    # whole time-out later.
+    infra_judge = tmp_path / "infra-judge"
+    infra_judge.write_text(f"""#!{sys.executable}
+import json, os, sys
+control, result = int(sys.argv[3]), int(sys.argv[4])  # -m evaluator.rank CONTROL RESULT ...
+config = json.loads(os.read(control, 1 << 20).split(b"\\n")[0])
+message = {{"nonce": config["nonce"], "type": "infra", "rank": 0, "reason": "this host's GPU is short of memory"}}
+os.write(result, (json.dumps(message) + "\\n").encode())
+sys.exit(3)
+""")
+    infra_judge.chmod(0o755)
+    start_rank_0_judge_as(monkeypatch, infra_judge)
+    t0 = time.monotonic()
+    with pytest.raises(EvaluatorError, match="rank 0: this host's GPU is short of memory"):
+        run("allreduce", reference("allreduce"), timeout_s=90)
+    assert time.monotonic() - t0 < 45
     assert no_leftovers()
 
 
