@@ -44,11 +44,11 @@ def held_by_pid() -> dict[int, int]:
 
 def shares(held: dict[int, int], solution_pids: Iterable[int], reference_pids: Iterable[int]) -> tuple[int, int] | None:
     """Bytes of GPU memory the solution's and the reference's processes hold; None where the driver
-    showed no process at all (nothing is known: a container of its own, or no driver tool)."""
-    if not held:
-        return None
-    return (sum(held.get(pid, 0) for pid in set(solution_pids)),
-            sum(held.get(pid, 0) for pid in set(reference_pids)))
+    shows none of the reference's (nothing is known: no driver tool, a container of its own, or
+    process ids of another namespace), since a reference's CUDA context always holds some."""
+    solution = sum(held.get(pid, 0) for pid in set(solution_pids))
+    reference = sum(held.get(pid, 0) for pid in set(reference_pids))
+    return (solution, reference) if reference else None
 
 
 def held_phrase(solution: int, reference: int) -> str:
@@ -68,7 +68,7 @@ def solutions_share(held: dict[int, int], solution_pids: Iterable[int], referenc
 class Blame(StrEnum):
     SOLUTION = "solution"  # its processes hold more of the GPU than the reference's
     HOST = "host"  # they hold no more: the GPU is short for the reference by itself
-    UNKNOWN = "unknown"  # the driver showed no processes
+    UNKNOWN = "unknown"  # the driver showed none of the reference's processes
 
 
 def reference_shortage(held: dict[int, int], solution_pids: Iterable[int],

@@ -31,6 +31,7 @@ def test_nothing_is_said_where_the_solution_holds_no_more_or_nothing_is_known():
     assert gpu_memory.solutions_share({10: GIB, 20: 2 * GIB}, [10], [20]) is None
     assert gpu_memory.solutions_share({10: GIB, 20: GIB}, [10], [20]) is None  # identical code holds as much
     assert gpu_memory.solutions_share({}, [10], [20]) is None  # the driver showed no processes
+    assert gpu_memory.solutions_share({10: GIB, 555: GIB}, [10], [20]) is None  # none of the reference's
 
 
 def test_a_host_without_the_driver_tool_knows_nothing(monkeypatch):
@@ -53,6 +54,9 @@ def test_the_references_own_shortage_is_the_hosts_when_the_solution_holds_no_mor
     blame, why = gpu_memory.reference_shortage({10: 2 * GIB, 20: 60 * GIB}, [10], [20])
     assert blame == gpu_memory.Blame.HOST and "short of memory for the reference by itself" in why
     assert gpu_memory.reference_shortage({}, [10], [20]) == (gpu_memory.Blame.UNKNOWN, "")
+    # Process ids of another namespace: the driver shows processes, none of them the reference's,
+    # whose context always holds some memory; not the host's failure on that evidence.
+    assert gpu_memory.reference_shortage({5001: 9 * GIB, 5002: 9 * GIB}, [10], [20]) == (gpu_memory.Blame.UNKNOWN, "")
 
 
 # The judge's handling: a reference's OutOfMemoryError, as its player reports it, decided by whose
