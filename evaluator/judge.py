@@ -806,8 +806,9 @@ class Judge:
             gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
         if blame == gpu_memory.Blame.HOST:
             raise HostError(f"{why}: {exc.reason}")
-        # Where the driver shows none of the reference's processes, the solution's as well: the reference alone ran these
-        # shapes in its selfcheck, so a shortage beside a solution is most likely the solution's doing.
+        # Where the driver shows none of the reference's processes, the solution's as well: the
+        # reference alone ran these shapes in its selfcheck, so a shortage beside a solution is
+        # most likely the solution's doing.
         reason = f"{why}; the reference raised {exc.reason}" if why else f"the reference raised {exc.reason}"
         return Verdict(Status.RUNTIME_ERROR, reason, exc.detail)
 
