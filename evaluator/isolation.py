@@ -40,6 +40,8 @@ HOME = "/tmp/home"  # created in every isolated sandbox's private /tmp: what cal
 START_TIMEOUT = 30.0
 MAX_HANDED_FDS = 250  # one SCM_RIGHTS message carries at most 253 (the kernel's SCM_MAX_FD)
 KILL_TIMEOUT = 10.0
+TMPFS_ENV = "PKB_SANDBOX_TMPFS_MIB"
+DEFAULT_TMPFS_BYTES = 4 << 30
 
 
 class SandboxUnavailable(Exception):
@@ -91,6 +93,16 @@ def _symlinks_on(path: str, depth: int = 0) -> dict[str, str]:
     return links
 
 
+def private_tmpfs_bytes() -> int:
+    """What the sandbox's /tmp and /dev/shm may each hold: PKB_SANDBOX_TMPFS_MIB, or an eighth of
+    the host's memory up to 4 GiB (NCCL's and the players' own files take megabytes)."""
+    setting = os.environ.get(TMPFS_ENV)
+    if setting:
+        return int(setting) << 20
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(DEFAULT_TMPFS_BYTES, total // 8)
+
+
 def _plan(spec: SandboxSpec) -> dict:
     """What isolation_init mounts: binds (real path, writable) parents first, symlinks, masks, and the
     directories to create in the private /tmp."""
@@ -118,7 +130,8 @@ def _plan(spec: SandboxSpec) -> dict:
     if not any(_within(os.path.realpath(cwd), r) for r in rw) and not _within(cwd, "/tmp"):
         raise ValueError(f"the players' cwd {cwd} is neither in a writable path nor in /tmp")
     mkdirs = [HOME] + ([cwd] if _within(cwd, "/tmp") and not any(_within(cwd, r) for r in rw) else [])
-    return {"binds": kept, "links": sorted(links.items()), "masks": list(MASKED), "mkdirs": mkdirs}
+    return {"binds": kept, "links": sorted(links.items()), "masks": list(MASKED), "mkdirs": mkdirs,
+            "tmpfs_bytes": private_tmpfs_bytes()}
 
 
 class Sandbox:

@@ -32,6 +32,7 @@ PR_CAP_AMBIENT_CLEAR_ALL = 4
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 FILE_SIZE_LIMIT = 4 << 30  # bytes one player may write into one file (builds are tens of MB)
+OOM_SCORE_ADJ_MAX = 1000
 
 BASE, NEW, OLD = "/tmp", "/newroot", "/oldroot"  # BASE: where the sandbox is assembled, in our own mount namespace
 # Device nodes the players get. Not all of /dev: uid 0 opens a root-owned block device (the host's
@@ -93,9 +94,10 @@ def bind(path: str, *, writable: bool, flags: int = MS_NOSUID | MS_NODEV) -> Non
     restrict(target, flags | (0 if writable else MS_RDONLY))
 
 
-def tmpfs(path: str, mode: int, flags: int = MS_NOSUID | MS_NODEV) -> None:
+def tmpfs(path: str, mode: int, flags: int = MS_NOSUID | MS_NODEV, size: int | None = None) -> None:
+    """A tmpfs at `path`; `size`: the bytes its files may take (what is written there is memory)."""
     os.makedirs(path, exist_ok=True)
-    mount("tmpfs", path, "tmpfs", flags, f"mode={mode:o}")
+    mount("tmpfs", path, "tmpfs", flags, f"mode={mode:o}" + (f",size={size}" if size else ""))
 
 
 def mask(path: str) -> None:
@@ -108,7 +110,7 @@ def mask(path: str) -> None:
         mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)  # not nodev: it is /dev/null
 
 
-def build_dev() -> None:
+def build_dev(writable_bytes: int | None) -> None:
     tmpfs(NEW + "/dev", 0o755, MS_NOSUID)  # no nodev: the device nodes bound into it must work
     names = [n for n in os.listdir(OLD + "/dev") if n in DEVICES or n.startswith("nvidia")]
     for name in sorted(names):
@@ -117,7 +119,7 @@ def build_dev() -> None:
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{NEW}/dev/{name}")
     # Private to the sandbox, shared by its players (NCCL's and PyTorch's shared memory segments).
-    tmpfs(NEW + "/dev/shm", 0o1777)
+    tmpfs(NEW + "/dev/shm", 0o1777, size=writable_bytes)
     mount(None, NEW + "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID)
 
 
@@ -150,8 +152,10 @@ def build_root(plan: dict) -> None:
     os.chdir("/")
     tmpfs(NEW, 0o755)
     build_proc()
-    tmpfs(NEW + "/tmp", 0o1777)  # private to the sandbox, shared by its players (symmetric-memory sockets)
-    build_dev()
+    # Private to the sandbox, shared by its players (symmetric-memory sockets). Each capped: its
+    # files are the host's memory until the sandbox ends, whoever the OOM killer ends first.
+    tmpfs(NEW + "/tmp", 0o1777, size=plan.get("tmpfs_bytes"))
+    build_dev(plan.get("tmpfs_bytes"))
     for path, writable in plan["binds"]:
         bind(path, writable=writable)
     for path in plan["masks"]:
@@ -177,6 +181,14 @@ def loopback_up() -> None:
         request = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, SIOCGIFFLAGS, request))[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+
+
+def first_for_the_oom_killer() -> None:
+    """The sandbox's processes (inherited by every player) are the first the kernel's OOM killer
+    ends, before the judges, the worker or the platform's database. Raising the score needs no
+    privilege; lowering it again needs CAP_SYS_RESOURCE, which no player keeps (drop_privileges)."""
+    with open("/proc/self/oom_score_adj", "w") as f:
+        f.write(str(OOM_SCORE_ADJ_MAX))
 
 
 def limit_resources() -> None:
@@ -477,6 +489,7 @@ def main() -> None:
             # Orphans (a daemonized process) are re-parented to us, so kill_descendants finds them.
             _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
         limit_resources()
+        first_for_the_oom_killer()
     except Exception as e:
         report(error=f"sandbox setup failed: {type(e).__name__}: {e}")
         sys.exit(1)

@@ -1,8 +1,10 @@
 """Attacks on the machine around the judge: the evaluating process's secrets, other submissions'
-builds, the platform's database, the network."""
+builds, the platform's database, the network, the host's memory."""
 
 from __future__ import annotations
 
+import errno
+import re
 import secrets
 import shutil
 import socket
@@ -11,6 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from evaluator.isolation import TMPFS_ENV
 
 
 @pytest.mark.parametrize("variant", ["environ", "mem", "cmdline"])
@@ -112,3 +116,39 @@ def test_the_network_is_out_of_reach(adv):
     finally:
         server.close()
     assert server.connections == 0, f"{server.connections} connection(s) reached the test's server: {adv.summary(doc)}"
+
+
+TMPFS_MIB = 256
+
+
+def test_the_sandboxs_tmpfs_cannot_take_more_of_the_hosts_memory_than_its_limit(adv, monkeypatch, request):
+    """Files in the sandbox's /tmp and /dev/shm are memory no process owns (the OOM killer frees
+    none of it): each mount is capped, and the solution's write beyond it fails with ENOSPC."""
+    request.getfixturevalue("sandboxed")  # unsandboxed, /tmp is the host's own
+    monkeypatch.setenv(TMPFS_ENV, str(TMPFS_MIB))
+    doc = adv.judge_appended("allreduce", "host_memory", variant="tmpfs")
+    filled = {d: (int(n), int(e)) for d, n, e in re.findall(r"PKB-ATTACK-TMPFS (\S+) (\d+) (-?\d+)", doc["log_tail"])}
+    assert set(filled) == {"/tmp", "/dev/shm"}, adv.summary(doc)
+    for directory, (written, error) in filled.items():
+        assert written <= TMPFS_MIB << 20 and error == errno.ENOSPC, f"{directory}: {written} bytes, errno {error}"
+    assert doc["status"] == "correct", adv.summary(doc)  # the solution goes on, honestly, after the failed write
+
+
+CAP_SYS_RESOURCE = 24
+
+
+def holds_cap_sys_resource() -> bool:
+    effective = next(line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff:"))
+    return bool(int(effective.split()[1], 16) >> CAP_SYS_RESOURCE & 1)
+
+
+def test_a_solution_is_the_first_the_oom_killer_ends(adv, request):
+    """Its players start at the highest OOM score. Where the evaluator holds CAP_SYS_RESOURCE (a
+    root worker), the sandbox's init sets that score as the floor too, and the solution cannot
+    lower it; elsewhere the kernel lets it return to the floor it inherited (docs/sandbox.md)."""
+    request.getfixturevalue("sandboxed")
+    doc = adv.judge_appended("allreduce", "host_memory", variant="oom_score")
+    assert "PKB-ATTACK-OOM-SCORE-ADJ 1000" in doc["log_tail"], adv.summary(doc)
+    if holds_cap_sys_resource():
+        assert "PKB-ATTACK-OOM-LOWERED False 1000" in doc["log_tail"], adv.summary(doc)
+    assert doc["status"] == "correct", adv.summary(doc)

@@ -527,3 +527,14 @@ def test_a_host_that_forbids_fixing_the_layout_leaves_it_random_instead_of_faili
     """Some container profiles refuse personality(ADDR_NO_RANDOMIZE): the player must still start."""
     monkeypatch.setattr(isolation_init.libc, "personality", lambda persona: -1)
     assert isolation_init.fix_layout() is False
+
+
+def test_the_private_tmpfs_size_is_the_setting_or_an_eighth_of_memory_up_to_4_gib(monkeypatch):
+    monkeypatch.setenv(isolation.TMPFS_ENV, "300")
+    assert isolation.private_tmpfs_bytes() == 300 << 20
+    monkeypatch.delenv(isolation.TMPFS_ENV)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert isolation.private_tmpfs_bytes() == min(4 << 30, total // 8)
+    # The size reaches the mounts (isolation_init.build_root) through the plan.
+    plan = isolation._plan(SandboxSpec(readonly=[], writable=[], cwd=Path("/tmp/work")))
+    assert plan["tmpfs_bytes"] == isolation.private_tmpfs_bytes()
