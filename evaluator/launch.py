@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evaluator import assemble, isolation, placement, results, sandbox
+from evaluator import assemble, disk_use, isolation, placement, results, sandbox
 from evaluator.results import SIDES, BatchOrder, Mode, Stage, Status
 
 ProgressFn = Callable[[str, dict], None]
@@ -34,6 +34,7 @@ DEFAULT_TIMEOUT_S = 600.0
 # of one, the ranks' jitter swamped calls of milliseconds (the reference called twice read 0.62
 # instead of 0.5); the timing budget bounds the time either way.
 CPU_DEFAULTS = {"warmup": 3, "iters": 80, "trials": 3, "shapes": "default"}
+WATCH_INTERVAL_S = 2.0  # how often the solution's build directory is measured while it runs
 FAILURE_GRACE_S = 5.0  # after one rank reports a failure, the others get this long to follow
 JUDGE_LOG_CHARS = 4000  # of a broken judge's own log, in the evaluator's failure
 STACK_DUMP_WAIT_S = 2.0  # the longest wait for unfinished ranks' stacks before they are killed
@@ -264,10 +265,14 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             os.set_blocking(control_w, False)
             ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log", control_w,
                                      ("\n".join(lines) + "\n").encode()))
-        outcome = _collect(ranks, nonce, req.timeout_s, t0, notify)
+        disk_limit = disk_use.limit_bytes()
+        outcome = _collect(ranks, nonce, req.timeout_s, t0, notify,
+                           watch=lambda: disk_use.over_limit(build_dirs["solution"], disk_limit))
         _dump_stacks(ranks, boxes)
         outcome["players"] = _player_exits(ranks, boxes)
         _stop(ranks, boxes, baseline)
+        # What it wrote after the last look, now that none of its processes is left to write more.
+        outcome["tampered"] = outcome["tampered"] or disk_use.over_limit(build_dirs["solution"], disk_limit)
         for r in ranks:
             judge_log = _read_log(r)
             r.log_text = judge_log + "".join(_player_log(workdir, side, r.rank) for side in SIDES)
@@ -288,6 +293,8 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             for fd in fds:
                 isolation.close_quietly(fd)
         shutil.rmtree(workdir, ignore_errors=True)
+        if disk_use.over_limit(build_dirs["solution"], disk_use.limit_bytes()) is not None:
+            shutil.rmtree(build_dirs["solution"], ignore_errors=True)  # kept for this code's next evaluation otherwise
     infra = [r for r in ranks if r.infra]
     if infra:
         raise EvaluatorError(f"rank {infra[0].rank}: {infra[0].infra}")
@@ -420,7 +427,8 @@ def _read_log(r: RankProcess) -> str:
     return data.decode(errors="replace")
 
 
-def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, notify: ProgressFn) -> dict:
+def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, notify: ProgressFn,
+             watch: Callable[[], str | None] | None = None) -> dict:
     """Pump messages until every rank has reported, died, or the deadline passed."""
     selector = selectors.DefaultSelector()
     for r in ranks:
@@ -432,10 +440,16 @@ def _collect(ranks: list[RankProcess], nonce: str, timeout_s: float, t0: float, 
     tampered: str | None = None
     startup_s: float | None = None
     open_fds = len(ranks)
+    next_watch = t0
     while True:
         now = time.monotonic()
         if all(r.final or r.infra for r in ranks):
             break
+        if watch is not None and now >= next_watch:  # a solution over a limit ends here, not at the deadline
+            next_watch = now + WATCH_INTERVAL_S
+            if (reason := watch()) is not None:
+                tampered = tampered or reason
+                break
         if now >= deadline or (failure_at is not None and now >= failure_at + FAILURE_GRACE_S):
             break
         if open_fds == 0:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluator import disk_use
 from evaluator.isolation import TMPFS_ENV
 
 
@@ -152,3 +153,15 @@ def test_a_solution_is_the_first_the_oom_killer_ends(adv, request):
     if holds_cap_sys_resource():
         assert "PKB-ATTACK-OOM-LOWERED False 1000" in doc["log_tail"], adv.summary(doc)
     assert doc["status"] == "correct", adv.summary(doc)
+
+
+@pytest.mark.parametrize("variant", ["bytes", "entries"])
+def test_a_solution_cannot_fill_the_hosts_disk_through_its_build_directory(adv, variant, monkeypatch, tmp_path):
+    """The build directory is kept between evaluations of the same code: one grown past its limit
+    (PKB_BUILD_DIR_MIB, or disk_use.MAX_ENTRIES entries) is the solution's rejection, and is deleted."""
+    monkeypatch.setenv(disk_use.LIMIT_ENV, "64")
+    builds = tmp_path / "builds"
+    doc = adv.judge_appended("allreduce", "fill_build_dir", variant=variant, build_dir=str(builds))
+    assert doc["status"] == "rejected" and "build directory" in doc["reason"], adv.summary(doc)
+    kept = [d.name for d in builds.iterdir() if d.name != "reference"]
+    assert kept == [], f"the solution's build directory was kept: {kept}"
