@@ -42,6 +42,13 @@ def held_by_pid() -> dict[int, int]:
     return parse_held(done.stdout) if done.returncode == 0 else {}
 
 
+def reads_as_out_of_memory(failure: str) -> bool:
+    """Whether a failure, as `Type: message`, is the GPU running out of memory: the caching
+    allocator's OutOfMemoryError, or the CUDA runtime's own error (an AcceleratorError from a
+    library's or a kernel's allocation outside the allocator)."""
+    return failure.startswith("OutOfMemoryError:") or "CUDA error: out of memory" in failure
+
+
 def shares(held: dict[int, int], solution_pids: Iterable[int], reference_pids: Iterable[int]) -> tuple[int, int] | None:
     """Bytes of GPU memory the solution's and the reference's processes hold; None where the driver
     shows none of the reference's (nothing is known: no driver tool, a container of its own, or

@@ -190,7 +190,7 @@ class Link:
         if reply.get("ok") is not False:
             raise Verdict(Status.REJECTED, f"{self.who}'s process broke the evaluator's protocol: {reply!r:.200}")
         if self.side == "reference":
-            if reason.startswith("OutOfMemoryError:"):  # the reference's own player names the type (player.serve)
+            if gpu_memory.reads_as_out_of_memory(reason):  # the reference's own player names the type (player.serve)
                 raise ReferenceOutOfMemory(reason, detail)
             raise Verdict(Status.RUNTIME_ERROR, f"the reference raised {reason}", detail)
         loading_kinds = (FailureKind.COMPILE_ERROR, FailureKind.RUNTIME_ERROR)  # what a player may name
@@ -822,6 +822,13 @@ class Judge:
                 pass
 
 
+def judge_failed(channel: Channel, rank: int | None, exc: BaseException) -> int:
+    """The judge itself broke: the evaluator's fault, reported as the host's."""
+    channel.send({"type": "infra", "rank": rank,
+                  "reason": f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"})
+    return 3
+
+
 def main(argv: list[str]) -> int:
     channel = Channel(int(argv[0]), int(argv[1]))
     rank = channel.config.get("rank")
@@ -836,7 +843,10 @@ def main(argv: list[str]) -> int:
             judge.run()
     except Verdict as verdict:
         judge.report(verdict)
-    except torch.OutOfMemoryError as exc:  # the judge's own allocation: whose memory filled the GPU?
+    except (torch.OutOfMemoryError, torch.AcceleratorError) as exc:  # the judge's own allocation or launch
+        if not gpu_memory.reads_as_out_of_memory(f"{type(exc).__name__}: {exc}"):
+            return judge_failed(channel, rank, exc)
+        # Whose memory filled the GPU?
         reason = judge.out_of_memory_cause() if judge is not None else None
         if reason is None:
             channel.send({"type": "infra", "rank": rank, "reason": f"the judge ran out of GPU memory: {exc}"})
@@ -852,9 +862,7 @@ def main(argv: list[str]) -> int:
         channel.send({"type": "infra", "rank": rank, "reason": str(exc)})
         return 3
     except Exception as exc:  # noqa: BLE001 - the judge itself broke: the evaluator's fault
-        channel.send({"type": "infra", "rank": rank,
-                      "reason": f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"})
-        return 3
+        return judge_failed(channel, rank, exc)
     finally:
         if judge is not None:
             judge.close()

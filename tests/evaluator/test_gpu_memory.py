@@ -84,6 +84,12 @@ def test_a_references_out_of_memory_is_told_apart_from_its_other_failures():
     with pytest.raises(ReferenceOutOfMemory) as caught:
         link.answer("run")
     assert caught.value.reason.startswith("OutOfMemoryError: CUDA out of memory") and "Traceback" in caught.value.detail
+    # The CUDA runtime's own out-of-memory, from an allocation outside the caching allocator: how a
+    # reference starved by a solution holding the GPU failed in shared-gpu mode on an H100.
+    runtime_oom = "AcceleratorError: CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in ..."
+    link, _peer = reference_link_answering({**OOM, "reason": runtime_oom})
+    with pytest.raises(ReferenceOutOfMemory):
+        link.answer("run")
     link, _peer = reference_link_answering({**OOM, "reason": "RuntimeError: NCCL error"})
     with pytest.raises(Verdict, match="the reference raised RuntimeError: NCCL error"):
         link.answer("run")
@@ -106,3 +112,10 @@ def test_a_reference_out_of_memory_the_driver_cannot_attribute_stays_the_solutio
     judge = judge_seeing(monkeypatch, {})
     verdict = judge.reference_out_of_memory_verdict(ReferenceOutOfMemory(OOM["reason"], OOM["traceback"]))
     assert verdict.status == Status.RUNTIME_ERROR and verdict.reason.startswith("the reference raised OutOfMemoryError")
+
+
+def test_out_of_memory_is_read_from_the_allocators_error_and_the_cuda_runtimes():
+    assert gpu_memory.reads_as_out_of_memory("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert gpu_memory.reads_as_out_of_memory("AcceleratorError: CUDA error: out of memory\nCUDA kernel errors ...")
+    assert not gpu_memory.reads_as_out_of_memory("AcceleratorError: CUDA error: an illegal memory access was encountered")
+    assert not gpu_memory.reads_as_out_of_memory("RuntimeError: the solution printed OutOfMemoryError: somewhere")
