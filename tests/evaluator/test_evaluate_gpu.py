@@ -136,4 +136,7 @@ def test_the_document_counts_each_sides_device_allocations_during_the_timed_pair
     timed_calls = run["pairs"] * run["calls_per_batch"]
     solution, reference = run["allocator"]["solution"], run["allocator"]["reference"]
     assert solution["device_allocs"][0] >= timed_calls and solution["device_frees"][0] >= timed_calls, run
-    assert reference["device_allocs"][0] < timed_calls, run  # the reference's allocator keeps its memory
+    # The reference's allocator keeps its memory, and the null calls' outputs are allocated in the
+    # warm-up: nothing of the reference's goes to the device during the timed pairs (on an H100,
+    # 2026-12-07, before that move, every rank's reference counted the one allocation of op_null).
+    assert reference == {"device_allocs": [0], "device_frees": [0], "retries": [0]}, run
