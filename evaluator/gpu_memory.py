@@ -89,3 +89,17 @@ def reference_shortage(held: dict[int, int], solution_pids: Iterable[int],
                                 "leave the reference room on the GPU it shares")
     return Blame.HOST, (f"the reference ran out of GPU memory while {held_phrase(*known)}: the GPU is short of "
                         "memory for the reference by itself")
+
+
+def starved_reference(held: dict[int, int], solution_pids: Iterable[int], reference_pids: Iterable[int],
+                      retries: int) -> str | None:
+    """Why a speedup cannot stand: the reference's allocator ran short of memory (emptied its cache
+    and retried) `retries` times while it was timed, beside a solution whose processes hold more of
+    the GPU than the reference's; None where they do not, or nothing is known. Identical code holds
+    as much, so it never reads so."""
+    known = shares(held, solution_pids, reference_pids)
+    if not retries or known is None or known[0] <= known[1]:
+        return None
+    return (f"the reference ran short of GPU memory while it was timed (its allocator emptied its cache and "
+            f"retried {retries} times) while {held_phrase(*known)}: a speedup measured so reads high, so none "
+            "is given; a solution must leave the reference room on the GPU it shares")

@@ -721,12 +721,25 @@ class Judge:
                                                 timing_stats.MAX_PAIRS, min_pairs=min_pairs)
         self.hold_solution(False)
         result["allocator"] = allocator_change(allocator_before, self.guarded(self.allocator_counts))
+        self.guarded(self.refuse_a_starved_reference, result["allocator"])
         reference_us, solution_us = per_call_us(own, k)
         result[f"{Side.REFERENCE}_us"], result[f"{Side.SOLUTION}_us"] = reference_us, solution_us
         result["across_ranks_us"] = dict(zip((Side.REFERENCE, Side.SOLUTION), per_call_us(spans, k)))
         result["batch"] = {"calls": k, "batches": len(spans), "fixed_us": fixed_cost_ns(spans) / 1e3,
                            "stop": str(stop), "seconds": time.perf_counter() - t0}
         return worst
+
+    def refuse_a_starved_reference(self, change: dict[str, dict[str, int] | None]) -> None:
+        """`rejected` where this rank's reference ran short of GPU memory while timed beside a
+        solution holding more of it (gpu_memory.starved_reference): the judge's own count of the
+        reference's allocator, and the driver's of both sandboxes."""
+        retries = (change.get(Side.REFERENCE) or {}).get("retries", 0)
+        pids = self.sandbox_pids() if retries else None
+        if pids is None:
+            return
+        why = gpu_memory.starved_reference(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE], retries)
+        if why is not None:
+            raise Verdict(Status.REJECTED, why)
 
     def allocator_counts(self) -> dict[str, dict[str, int]] | None:
         """Each side's allocator counters as its player reports them (allocator_reading); nothing

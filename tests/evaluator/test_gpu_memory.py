@@ -119,3 +119,34 @@ def test_out_of_memory_is_read_from_the_allocators_error_and_the_cuda_runtimes()
     assert gpu_memory.reads_as_out_of_memory("AcceleratorError: CUDA error: out of memory\nCUDA kernel errors ...")
     assert not gpu_memory.reads_as_out_of_memory("AcceleratorError: CUDA error: an illegal memory access was encountered")
     assert not gpu_memory.reads_as_out_of_memory("RuntimeError: the solution printed OutOfMemoryError: somewhere")
+
+
+def test_a_reference_that_ran_short_while_timed_beside_a_larger_solution_gives_no_speedup():
+    reason = gpu_memory.starved_reference({10: 70 * GIB, 20: 3 * GIB}, [10], [20], retries=4)
+    assert reason is not None and "retried 4 times" in reason and "solution's processes held 70.0 GiB" in reason
+    assert gpu_memory.starved_reference({10: 70 * GIB, 20: 3 * GIB}, [10], [20], retries=0) is None
+    assert gpu_memory.starved_reference({10: 3 * GIB, 20: 3 * GIB}, [10], [20], retries=4) is None  # identical code
+    assert gpu_memory.starved_reference({}, [10], [20], retries=4) is None  # nothing known
+
+
+def counts(retries: int) -> dict[str, int]:
+    return {"device_allocs": retries, "device_frees": retries, "retries": retries}
+
+
+def test_the_judge_rejects_the_speedup_of_a_solution_that_starved_the_reference(monkeypatch):
+    judge = judge_seeing(monkeypatch, {10: 75 * GIB, 20: 2 * GIB})
+    with pytest.raises(Verdict, match="reference ran short of GPU memory while it was timed") as caught:
+        judge.refuse_a_starved_reference({"reference": counts(3), "solution": counts(0)})
+    assert caught.value.status == Status.REJECTED
+    judge.refuse_a_starved_reference({"reference": None, "solution": None})  # no record: nothing to say
+    judge = judge_seeing(monkeypatch, {10: 1 * GIB, 20: 2 * GIB})
+    judge.refuse_a_starved_reference({"reference": counts(3), "solution": counts(0)})  # short by itself: a warning only
+
+
+def test_the_driver_is_not_asked_where_the_reference_never_ran_short(monkeypatch):
+    def not_asked():
+        raise AssertionError("the driver was asked")
+
+    judge = judge_seeing(monkeypatch, {})
+    monkeypatch.setattr(gpu_memory, "held_by_pid", not_asked)
+    judge.refuse_a_starved_reference({"reference": counts(0), "solution": counts(9)})
