@@ -85,7 +85,8 @@ def test_a_solution_holding_the_gpus_memory_does_not_raise_its_speedup(adv, mode
     error would raise here: a judge or a reference out of memory names the solution when its
     processes hold more of the GPU than the reference's, and a reference whose allocator retried
     beside it gives no speedup, evaluator/gpu_memory.py), and a correct one is not faster than
-    the reference it starved. Passed on an H100 (2026-12-07) before the last two of those rules."""
+    the reference it starved. Passed on an H100 (2026-12-07), before the starved-reference rule
+    and before the CUDA runtime's out-of-memory error was read as running out."""
     mode, world = mode_world
     doc = adv.judge_appended("allreduce", "memory_hog", variant=variant, mode=mode, world_size=world, **GPU_TIMED)
     adv.assert_not_faster(doc)
