@@ -96,8 +96,9 @@ class HostError(Exception):
 
 
 class ReferenceOutOfMemory(Exception):
-    """The reference's player raised OutOfMemoryError: whose failure that is depends on who holds
-    the GPU's memory (Judge.reference_out_of_memory_verdict), which the link cannot see."""
+    """The reference's player ran out of GPU memory (gpu_memory.reads_as_out_of_memory): whose
+    failure that is depends on who holds the GPU's memory (Judge.reference_out_of_memory_verdict),
+    which the link cannot see."""
 
     def __init__(self, reason: str, detail: str):
         super().__init__(reason)
