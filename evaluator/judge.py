@@ -735,10 +735,7 @@ class Judge:
         solution holding more of it (gpu_memory.starved_reference): the judge's own count of the
         reference's allocator, and the driver's of both sandboxes."""
         retries = (change.get(Side.REFERENCE) or {}).get("retries", 0)
-        pids = self.sandbox_pids() if retries else None
-        if pids is None:
-            return
-        why = gpu_memory.starved_reference(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE], retries)
+        why = self.ask_driver(gpu_memory.starved_reference, retries) if retries else None
         if why is not None:
             raise Verdict(Status.REJECTED, why)
 
@@ -811,20 +808,23 @@ class Judge:
             return None
         return {side: descendants(root) for side, root in roots.items()}
 
-    def out_of_memory_cause(self) -> str | None:
-        """The solution's share of the GPU's memory as the reason the judge ran out of it, where
-        the driver shows its processes holding more than the reference's (gpu_memory)."""
+    def ask_driver(self, decide: Callable[..., Any], *more: Any) -> Any:
+        """`decide` (one of gpu_memory's) on the GPU memory the driver shows each process holding
+        and each side's processes, then `more`; None where the sandboxes are not known."""
         pids = self.sandbox_pids()
         if pids is None:
             return None
-        return gpu_memory.solutions_share(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
+        return decide(gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE], *more)
+
+    def out_of_memory_cause(self) -> str | None:
+        """The solution's share of the GPU's memory as the reason the judge ran out of it, where
+        the driver shows its processes holding more than the reference's (gpu_memory)."""
+        return self.ask_driver(gpu_memory.solutions_share)
 
     def reference_out_of_memory_verdict(self, exc: ReferenceOutOfMemory) -> Verdict:
         """The solution's runtime error when the reference ran out of GPU memory beside it; HostError
         where the driver shows the solution holding no more than the reference (gpu_memory)."""
-        pids = self.sandbox_pids()
-        blame, why = (gpu_memory.Blame.UNKNOWN, "") if pids is None else gpu_memory.reference_shortage(
-            gpu_memory.held_by_pid(), pids[Side.SOLUTION], pids[Side.REFERENCE])
+        blame, why = self.ask_driver(gpu_memory.reference_shortage) or (gpu_memory.Blame.UNKNOWN, "")
         if blame == gpu_memory.Blame.HOST:
             raise HostError(f"{why}: {exc.reason}")
         # Where the driver shows none of the reference's processes, the solution's as well: the
@@ -843,11 +843,15 @@ class Judge:
                 pass
 
 
+def host_failed(channel: Channel, rank: int | None, reason: str) -> int:
+    """Reports a failure that is not the solution's (retried as the host's); the judge's exit code."""
+    channel.send({"type": "infra", "rank": rank, "reason": reason})
+    return 3
+
+
 def judge_failed(channel: Channel, rank: int | None, exc: BaseException) -> int:
     """The judge itself broke: the evaluator's fault, reported as the host's."""
-    channel.send({"type": "infra", "rank": rank,
-                  "reason": f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}"})
-    return 3
+    return host_failed(channel, rank, f"the judge failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-4000:]}")
 
 
 def main(argv: list[str]) -> int:
@@ -870,18 +874,15 @@ def main(argv: list[str]) -> int:
         # Whose memory filled the GPU?
         reason = judge.out_of_memory_cause() if judge is not None else None
         if reason is None:
-            channel.send({"type": "infra", "rank": rank, "reason": f"the judge ran out of GPU memory: {exc}"})
-            return 3
+            return host_failed(channel, rank, f"the judge ran out of GPU memory: {exc}")
         judge.report(Verdict(Status.RUNTIME_ERROR, reason, str(exc)[-2000:]))
     except ReferenceOutOfMemory as exc:  # a link's request outside Judge.guarded
         try:
             judge.report(judge.reference_out_of_memory_verdict(exc))
         except HostError as host:
-            channel.send({"type": "infra", "rank": rank, "reason": str(host)})
-            return 3
+            return host_failed(channel, rank, str(host))
     except HostError as exc:
-        channel.send({"type": "infra", "rank": rank, "reason": str(exc)})
-        return 3
+        return host_failed(channel, rank, str(exc))
     except Exception as exc:  # noqa: BLE001 - the judge itself broke: the evaluator's fault
         return judge_failed(channel, rank, exc)
     finally:
