@@ -206,6 +206,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
     ranks: list[RankProcess] = []
     boxes: dict[str, isolation.Sandbox] = {}
     judge_fds: list[list[int]] = [[] for _ in range(req.world_size)]  # closed in `finally` if still held
+    disk_limit = disk_use.limit_bytes()  # of the solution's build directory
     sandbox.become_subreaper()
     baseline = sandbox.descendants([os.getpid()])
     notify(Stage.STARTING, {})
@@ -265,7 +266,6 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             os.set_blocking(control_w, False)
             ranks.append(RankProcess(rank, proc, result_r, workdir / f"rank{rank}.log", control_w,
                                      ("\n".join(lines) + "\n").encode()))
-        disk_limit = disk_use.limit_bytes()
         outcome = _collect(ranks, nonce, req.timeout_s, t0, notify,
                            watch=lambda: disk_use.over_limit(build_dirs["solution"], disk_limit))
         _dump_stacks(ranks, boxes)
@@ -293,7 +293,7 @@ def run_ranks(req: EvaluationRequest, source: dict, shapes: list[dict], notify: 
             for fd in fds:
                 isolation.close_quietly(fd)
         shutil.rmtree(workdir, ignore_errors=True)
-        if disk_use.over_limit(build_dirs["solution"], disk_use.limit_bytes()) is not None:
+        if disk_use.over_limit(build_dirs["solution"], disk_limit) is not None:
             shutil.rmtree(build_dirs["solution"], ignore_errors=True)  # kept for this code's next evaluation otherwise
     infra = [r for r in ranks if r.infra]
     if infra:
